@@ -1,0 +1,28 @@
+# Project-wide compile settings applied to our own targets through superpoint_rt_settings.
+add_library(superpoint_rt_settings INTERFACE)
+target_compile_options(superpoint_rt_settings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+  # Bit-exactness: no implicit a*b+c contraction anywhere (HF luma, grid_sample use explicit std::fma where the
+  # reference fuses). GCC contracts by default in GNU mode.
+  -ffp-contract=off)
+if(SUPERPOINT_RT_WERROR)
+  target_compile_options(superpoint_rt_settings INTERFACE -Werror)
+endif()
+if(SUPERPOINT_RT_SANITIZE)
+  target_compile_options(superpoint_rt_settings INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
+                                                          -fno-sanitize-recover=undefined)
+  target_link_options(superpoint_rt_settings INTERFACE -fsanitize=address,undefined)
+endif()
+
+# Kernels for one instruction-set level live in files named *_avx2.cpp / *_avx512.cpp and are compiled for that
+# level only; callers pick them at run time (util/cpu.hpp), so the rest of the build stays baseline x86-64.
+function(superpoint_rt_isa_flags)
+  foreach(f ${ARGN})
+    if(f MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
+        "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx2;-mfma;-mbmi2")
+    elseif(f MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mbmi2")
+    endif()
+  endforeach()
+endfunction()

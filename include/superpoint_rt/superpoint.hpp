@@ -1,0 +1,149 @@
+// superpoint-rt: the SuperPoint model (SPEC §2-§5).
+//
+// Typical use:
+//   auto model = superpoint_rt::SuperPoint::from_pretrained({.model = "magic-leap-community/superpoint"});
+//   superpoint_rt::Features f = model.run(superpoint_rt::ImageInput::file("image.jpg"));
+//
+// Thread-safety: a SuperPoint object may be shared by any number of threads. Decoding, resizing and
+// post-processing run on the calling thread; the network runs one request at a time on the model's compute threads
+// (Options::threads). close() may be called from any thread; calls that start after it throw Error(Closed), calls
+// in flight finish first. SuperPoint is a cheap handle: copies share one model.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "superpoint_rt/errors.hpp"
+#include "superpoint_rt/features.hpp"
+#include "superpoint_rt/image.hpp"
+
+namespace superpoint_rt {
+
+/// One image to process: a file path, encoded bytes (caller-owned, valid for the call), a caller-owned pixel view,
+/// or a decoded Image.
+struct ImageInput {
+  struct Path {
+    std::string path;
+  };
+  struct Bytes {
+    std::span<const std::uint8_t> data;
+    std::string name = "<memory>";  // used in error messages
+  };
+  std::variant<Path, Bytes, ImageView, const Image*> source;
+
+  static ImageInput file(std::string path) { return {Path{std::move(path)}}; }
+  static ImageInput bytes(std::span<const std::uint8_t> data, std::string name = "<memory>") {
+    return {Bytes{data, std::move(name)}};
+  }
+  static ImageInput pixels(const ImageView& view) { return {view}; }
+  static ImageInput image(const Image& image) { return {&image}; }
+  /// A short description for error messages: the path, the bytes' name, or "<pixels WxH>".
+  std::string describe() const;
+};
+
+/// What from_pretrained / warmup prepares so that the first real call of each variant is as fast as later calls
+/// (seed "warmup_variants"). Default: sizes 1920x1080, 1600x900, 1280x720, 640x480; nms radii 4 and 0; JPEG and
+/// PNG decoders; 4 list workers.
+struct WarmupSpec {
+  std::vector<std::pair<int, int>> sizes{{1920, 1080}, {1600, 900}, {1280, 720}, {640, 480}};  // (width, height)
+  std::vector<int> nms_radii{4, 0};
+  std::vector<std::string> decoders{"jpeg", "png"};  // jpeg png gif bmp webp tiff pnm
+  int num_workers = 4;
+
+  static WarmupSpec defaults() { return {}; }
+  /// The default call (radius 4, descriptors) on a 640x480 image only.
+  static WarmupSpec minimal() { return {{{640, 480}}, {4}, {}, 0}; }
+  /// The defaults plus every nms radius 0..32 and every decoder.
+  static WarmupSpec all();
+  /// Nothing at all.
+  static WarmupSpec none() { return {{}, {}, {}, 0}; }
+};
+
+/// Options of from_pretrained.
+struct Options {
+  /// A local directory with config.json + model.safetensors, or a Hugging Face repo id ("org/name").
+  std::string model = "magic-leap-community/superpoint";
+  /// Branch, tag or commit for a repo id; empty = "main".
+  std::string revision;
+  /// Hub cache directory; empty = $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub.
+  std::string cache_dir;
+  /// Never use the network (also when $HF_HUB_OFFLINE=1): a missing file is a NotFound error naming it.
+  bool local_files_only = false;
+  /// "cpu" (default) or "cuda" / "cuda:N" when built with CUDA.
+  std::string device = "cpu";
+  /// Compute threads of the network; 0 = all cores.
+  int threads = 0;
+  /// "fp32" (default). Other modes are offered by the backends that support them.
+  std::string precision = "fp32";
+  /// Decoder limit: images with more pixels are refused before their pixels are decoded.
+  std::int64_t max_pixels = kDefaultMaxPixels;
+  /// Warm-up at load time.
+  WarmupSpec warmup = WarmupSpec::defaults();
+  /// Print loading and warm-up progress to stderr.
+  bool verbose = false;
+};
+
+/// Where the weights came from and what runs them (for `superpoint-rt info`, Python model.config, HTTP /v1/info).
+struct ModelInfo {
+  std::string model;                       // as given in Options
+  std::string revision;                    // the commit for hub models (empty for local dirs)
+  std::string weights_dir;                 // the directory that was loaded
+  std::string source;                      // "local", "cache" or "download"
+  std::string backend;                     // e.g. "onednn"
+  std::string device;                      // e.g. "cpu"
+  std::string precision;                   // e.g. "fp32"
+  int threads = 0;                         // compute threads in use
+  std::string cpu_features;                // e.g. "avx512f avx512bw avx2 fma" (the kernels selected at run time)
+  std::string plan;                        // per-layer algorithm choice of the backend
+  std::map<std::string, double> warmup_s;  // seconds per warm-up step
+};
+
+class Engine;  // internal
+
+class SuperPoint {
+ public:
+  /// Loads the weights (local dir, hub cache or download), builds the network plan and runs the warm-up.
+  /// Throws NotFound / Io / Model / InvalidArgument errors.
+  static SuperPoint from_pretrained(const Options& options = {});
+
+  /// One image, one result. Throws InvalidArgument for bad params, NotFound/Io/DecodeError/UnsupportedFormat/
+  /// TooLarge for bad inputs, Closed after close().
+  Features run(const ImageInput& image, const Params& params = {}) const;
+
+  /// Several images, results in input order. `num_workers` threads decode and resize the next images while the
+  /// network runs the current one (0 = everything on the calling thread). The first failing image throws; use
+  /// run_each for per-image errors.
+  std::vector<Features> run(std::span<const ImageInput> images, const Params& params = {}, int num_workers = 4) const;
+
+  /// Like run(span) but never throws for a single image: each result is either Features or the Error it raised.
+  /// Invalid params or a closed model still throw.
+  std::vector<std::variant<Features, Error>> run_each(std::span<const ImageInput> images, const Params& params = {},
+                                                      int num_workers = 4) const;
+
+  /// Prepares more variants; steps that are already prepared are skipped. Returns seconds per step that ran.
+  std::map<std::string, double> warmup(const WarmupSpec& spec) const;
+
+  /// Releases the network, buffers and threads. Idempotent. Later calls throw Error(Closed).
+  void close();
+  bool closed() const noexcept;
+
+  const ModelInfo& info() const;
+
+  SuperPoint() = default;  // an empty handle: every call throws Closed
+
+ private:
+  explicit SuperPoint(std::shared_ptr<Engine> e) : engine_(std::move(e)) {}
+  std::shared_ptr<Engine> engine_;
+};
+
+/// The library version, e.g. "0.1.0".
+const char* version() noexcept;
+
+}  // namespace superpoint_rt

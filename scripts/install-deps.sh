@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every system package superpoint-rt needs to build, test and run, on Debian 12 as root (or with sudo).
+# Idempotent: packages already present are left alone. Python packages are installed into venvs by the scripts that
+# need them (scripts/test.sh, bench/setup-peers.sh), never system-wide.
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libdnnl-dev                                  # oneDNN: the convolutions
+  libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libtiff-dev zlib1g-dev   # image decoders
+  libcurl4-openssl-dev nlohmann-json3-dev      # hub downloads, JSON
+  libcpp-httplib-dev                           # HTTP server
+  libhdf5-dev                                  # hloc feature files
+  libgtest-dev pybind11-dev wrk               # C++ tests, Python extension, HTTP load runs
+  python3 python3-dev python3-venv python3-numpy python3-pil   # test helpers (Pillow / numpy comparisons)
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

@@ -1,0 +1,151 @@
+#include "cli/args.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace superpoint_rt::cli {
+
+ArgReader::ArgReader(int argc, char** argv, int first) : args_(argv + first, argv + argc), i_(0) {}
+
+std::string ArgReader::next() {
+  std::string a = args_[static_cast<std::size_t>(i_++)];
+  has_pending_ = false;
+  if (a.rfind("--", 0) == 0) {
+    if (auto eq = a.find('='); eq != std::string::npos) {
+      pending_ = a.substr(eq + 1);
+      has_pending_ = true;
+      a.resize(eq);
+    }
+  }
+  return a;
+}
+
+std::string ArgReader::value(const std::string& flag) {
+  if (has_pending_) {
+    has_pending_ = false;
+    return pending_;
+  }
+  if (done()) throw UsageError(flag + " needs a value");
+  return args_[static_cast<std::size_t>(i_++)];
+}
+
+int ArgReader::int_value(const std::string& flag, long long lo, long long hi, const std::string& range) {
+  const std::string v = value(flag);
+  long long x = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size())
+    throw UsageError(flag + ": '" + v + "' is not an integer (allowed: " + range + ")");
+  if (x < lo || x > hi) throw UsageError(flag + ": " + v + " is out of range (allowed: " + range + ")");
+  return static_cast<int>(x);
+}
+
+float ArgReader::float_value(const std::string& flag, const std::string& range) {
+  const std::string v = value(flag);
+  char* end = nullptr;
+  errno = 0;
+  const float x = std::strtof(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE)
+    throw UsageError(flag + ": '" + v + "' is not a number (allowed: " + range + ")");
+  if (!(x >= 0.0f && x <= 1.0f)) throw UsageError(flag + ": " + v + " is out of range (allowed: " + range + ")");
+  return x;
+}
+
+bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
+  if (flag == "--weights")
+    o.model = args.value(flag);
+  else if (flag == "--revision")
+    o.revision = args.value(flag);
+  else if (flag == "--cache-dir")
+    o.cache_dir = args.value(flag);
+  else if (flag == "--local-files-only")
+    o.local_files_only = true;
+  else if (flag == "--threads")
+    o.threads = args.int_value(flag, 0, 1024, "0..1024, 0 = all cores");
+  else if (flag == "--precision")
+    o.precision = args.value(flag);
+  else if (flag == "--device")
+    o.device = args.value(flag);
+  else if (flag == "--max-pixels") {
+    const std::string v = args.value(flag);
+    long long x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || p != v.data() + v.size() || x < 1)
+      throw UsageError(flag + ": '" + v + "' is not a positive integer");
+    o.max_pixels = x;
+  } else if (flag == "--verbose")
+    o.verbose = true;
+  else
+    return false;
+  return true;
+}
+
+bool parse_param_flag(ArgReader& args, const std::string& flag, Params& p) {
+  if (flag == "--max-keypoints")
+    p.max_keypoints = args.int_value(flag, -1, 307200, "-1..307200, -1 = all");
+  else if (flag == "--keypoint-threshold")
+    p.keypoint_threshold = args.float_value(flag, "0..1");
+  else if (flag == "--nms-radius")
+    p.nms_radius = args.int_value(flag, 0, 32, "0..32");
+  else if (flag == "--no-descriptors")
+    p.return_descriptors = false;
+  else if (flag == "--grayscale")
+    p.grayscale = true;
+  else
+    return false;
+  return true;
+}
+
+void check_params(const Params& params) {
+  try {
+    params.validate();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+Options default_cli_options() {
+  Options o;
+  if (const char* w = std::getenv("SUPERPOINT_RT_WEIGHTS"); w && *w) o.model = w;
+  o.warmup = WarmupSpec::none();
+  return o;
+}
+
+void write_keypoint_plot(const std::string& path, const Image& image, const Features& f) {
+  // Work on an RGB copy so that keypoints are coloured on gray images too.
+  Image rgb;
+  rgb.width = image.width;
+  rgb.height = image.height;
+  rgb.format = PixelFormat::RGB;
+  const std::size_t n = static_cast<std::size_t>(image.width) * image.height;
+  rgb.pixels.resize(n * 3);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t c = 0; c < 3; ++c)
+      rgb.pixels[3 * i + c] = image.format == PixelFormat::Gray ? image.pixels[i] : image.pixels[3 * i + c];
+  // Disc radius grows with the image so that points stay visible on large photos.
+  const int r = std::max(2, std::min(image.width, image.height) / 240);
+  auto put = [&](int x, int y, std::uint8_t R, std::uint8_t G, std::uint8_t B) {
+    if (x < 0 || y < 0 || x >= rgb.width || y >= rgb.height) return;
+    std::uint8_t* p = &rgb.pixels[(static_cast<std::size_t>(y) * rgb.width + x) * 3];
+    p[0] = R;
+    p[1] = G;
+    p[2] = B;
+  };
+  for (std::size_t k = 0; k < f.size(); ++k) {
+    const int cx = static_cast<int>(std::lround(f.keypoints[2 * k]));
+    const int cy = static_cast<int>(std::lround(f.keypoints[2 * k + 1]));
+    for (int dy = -r - 1; dy <= r + 1; ++dy)
+      for (int dx = -r - 1; dx <= r + 1; ++dx) {
+        const int d2 = dx * dx + dy * dy;
+        if (d2 <= r * r)
+          put(cx + dx, cy + dy, 0, 255, 0);
+        else if (d2 <= (r + 1) * (r + 1))
+          put(cx + dx, cy + dy, 0, 0, 0);
+      }
+  }
+  write_png(path, rgb.view());
+}
+
+}  // namespace superpoint_rt::cli

@@ -1,0 +1,54 @@
+// Strict command-line parsing: every value is checked and a bad one is reported with the flag, the value and the
+// allowed range (exit code 2), never clamped or silently ignored.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "superpoint_rt/superpoint.hpp"
+
+namespace superpoint_rt::cli {
+
+/// Thrown for bad command-line arguments; main() prints it and exits with code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Walks argv; flags may be given as "--flag value" or "--flag=value".
+class ArgReader {
+ public:
+  ArgReader(int argc, char** argv, int first);
+  bool done() const { return i_ >= static_cast<int>(args_.size()); }
+  /// The next token; sets `flag` (without "=value") and whether it is a flag.
+  std::string next();
+  /// The value of the flag just read (from "=value" or the next token).
+  std::string value(const std::string& flag);
+  int int_value(const std::string& flag, long long lo, long long hi, const std::string& range);
+  float float_value(const std::string& flag, const std::string& range);
+
+ private:
+  std::vector<std::string> args_;
+  int i_;
+  std::string pending_;
+  bool has_pending_ = false;
+};
+
+/// The options shared by the commands that load a model: --weights --revision --cache-dir --local-files-only
+/// --threads --precision --max-pixels --verbose. Returns true when `flag` was one of them.
+bool parse_model_flag(ArgReader& args, const std::string& flag, Options& options);
+/// The per-request parameters: --max-keypoints --keypoint-threshold --nms-radius --no-descriptors --grayscale.
+bool parse_param_flag(ArgReader& args, const std::string& flag, Params& params);
+/// Validates params, turning the library's message into a UsageError that names the flag.
+void check_params(const Params& params);
+
+/// Model options with the CLI defaults: weights from $SUPERPOINT_RT_WEIGHTS when set, else the hub repo; a minimal
+/// warm-up (a command-line run processes its images once).
+Options default_cli_options();
+
+/// Draws keypoints (green discs with a dark rim) over the image and writes a PNG.
+void write_keypoint_plot(const std::string& path, const Image& image, const Features& f);
+
+}  // namespace superpoint_rt::cli

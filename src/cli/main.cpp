@@ -1,0 +1,48 @@
+// superpoint-rt: the command-line front end of the library.
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: superpoint-rt <command> [options]\n"
+    "commands:\n"
+    "  extract IMAGE... --out DIR   keypoints + descriptors per image (.npz or .json)\n"
+    "  quickstart [IMAGE]           keypoints.png, keypoints.json, descriptors.npy for one image\n"
+    "  info                         version, backend, CPU features, weights location\n"
+    "Run 'superpoint-rt <command> --help' for the options of a command.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace superpoint_rt::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "extract") return extract_main(argc, argv);
+    if (cmd == "quickstart") return quickstart_main(argc, argv);
+    if (cmd == "info") return info_main(argc, argv);
+    if (cmd == "--version" || cmd == "version") {
+      std::cout << "superpoint-rt " << superpoint_rt::version() << "\n";
+      return 0;
+    }
+    std::cerr << "superpoint-rt: unknown command '" << cmd << "'\n" << kUsage;
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "superpoint-rt: " << e.what() << "\n";
+    return 2;
+  } catch (const superpoint_rt::Error& e) {
+    std::cerr << "superpoint-rt: error: " << e.what() << "\n";
+    return e.kind() == superpoint_rt::ErrorKind::InvalidArgument ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "superpoint-rt: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,540 @@
+#include "engine/engine.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <iostream>
+#include <new>
+
+#include "engine/synthetic.hpp"
+#include "engine/thread_pool.hpp"
+#include "model/hub.hpp"
+#include "post/post.hpp"
+#include "util/cpu.hpp"
+
+namespace superpoint_rt {
+
+namespace engine {
+
+// Per-request scratch, pooled so that steady-state requests do not grow the heap.
+struct Context {
+  std::array<std::vector<std::uint8_t>, 3> planes;  // resized 8-bit planes (1 or 3 used)
+  std::array<std::vector<std::uint8_t>, 3> source;  // float views rounded to 8 bits, source resolution
+  image::ResizeScratch resize;
+  std::vector<float> input;  // the normalised network input, H x W
+  std::vector<float> heat, nms;
+  std::vector<float> desc;  // dense descriptor map, Hc x Wc x D, L2-normalised per cell
+  post::NmsScratch nms_scratch;
+  std::vector<post::Keypoint> keypoints;
+};
+
+}  // namespace engine
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+constexpr int kNetW = 640;  // the network frame (SPEC §2 step 3)
+constexpr int kNetH = 480;
+
+// HF image_transforms.rescale: float32(v * float64(1/255)) == v / 255.0f for every u8 (docs/ALGORITHM.md §2.1);
+// v * (1/255.f) is NOT the same for 126 values, so the table is built with a division.
+const std::array<float, 256>& rescale_lut() {
+  static const std::array<float, 256> lut = [] {
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) t[static_cast<std::size_t>(v)] = static_cast<float>(v) / 255.0f;
+    return t;
+  }();
+  return lut;
+}
+
+int threads_or_cores(int threads) {
+  if (threads > 0) return threads;
+  return std::max(1, omp_get_num_procs());
+}
+
+// Channel offsets within one pixel of each layout: which interleaved sample is R, G, B.
+std::array<int, 3> rgb_offsets(PixelFormat f, bool bgr) {
+  bool swapped = f == PixelFormat::BGR || f == PixelFormat::BGRA;
+  // Params::bgr: 3/4-channel views in OpenCV order. An explicit BGR/BGRA format already says so.
+  if (bgr && (f == PixelFormat::RGB || f == PixelFormat::RGBA)) swapped = true;
+  if (swapped) return {2, 1, 0};
+  return {0, 1, 2};
+}
+
+void validate_view(const ImageView& v, const std::string& what) {
+  if (!v.data) throw Error(ErrorKind::InvalidArgument, what + ": pixel pointer is null");
+  if (v.width < 1 || v.height < 1)
+    throw Error(ErrorKind::InvalidArgument, what + ": image size " + std::to_string(v.width) + "x" +
+                                                std::to_string(v.height) + " is empty (must be at least 1x1)");
+  const int ch = channels_of(v.format);
+  if (ch == 0) throw Error(ErrorKind::InvalidArgument, what + ": unknown pixel format");
+  if (v.row_stride != 0 && v.row_stride < v.packed_stride())
+    throw Error(ErrorKind::InvalidArgument, what + ": row stride " + std::to_string(v.row_stride) +
+                                                " bytes is smaller than a row (" + std::to_string(v.packed_stride()) +
+                                                " bytes)");
+}
+
+// Float views: round each used channel to 8 bits (nearbyint(v * 255), half to even) at source resolution.
+void quantise_float_channel(const ImageView& v, int offset, std::vector<std::uint8_t>& out, const std::string& what) {
+  const int ch = channels_of(v.format);
+  out.resize(static_cast<std::size_t>(v.width) * v.height);
+  const auto* base = static_cast<const std::uint8_t*>(v.data);
+  for (int y = 0; y < v.height; ++y) {
+    const auto* row = reinterpret_cast<const float*>(base + static_cast<std::ptrdiff_t>(y) * v.stride());
+    std::uint8_t* o = out.data() + static_cast<std::size_t>(y) * v.width;
+    for (int x = 0; x < v.width; ++x) {
+      const float f = row[x * ch + offset];
+      if (!(f >= 0.0f && f <= 1.0f))  // also catches NaN
+        throw Error(ErrorKind::InvalidArgument, what + ": float pixel value " + std::to_string(f) +
+                                                    " at (x=" + std::to_string(x) + ", y=" + std::to_string(y) +
+                                                    ") is outside [0, 1]");
+      o[x] = static_cast<std::uint8_t>(std::nearbyint(f * 255.0f));
+    }
+  }
+}
+
+}  // namespace
+
+struct Engine::Prepared {
+  std::unique_ptr<engine::Context> ctx;
+  int width = 0, height = 0;  // original image size
+  Timing timing;
+};
+
+Engine::Engine(const Options& options) : options_(options) {
+  const auto t0 = Clock::now();
+  if (options.threads < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                "threads = " + std::to_string(options.threads) + " is out of range (0 = all cores, or >= 1)");
+  if (options.max_pixels < 1)
+    throw Error(ErrorKind::InvalidArgument, "max_pixels = " + std::to_string(options.max_pixels) + " must be >= 1");
+
+  model::HubRequest req;
+  req.repo_id = options.model;
+  req.revision = options.revision;
+  req.cache_dir = options.cache_dir;
+  req.local_files_only = options.local_files_only;
+  const model::ResolvedModel resolved = model::resolve_model(options.model, req);
+  log("weights: " + resolved.dir + " (" + resolved.source + ")");
+  const model::Weights weights = model::load_weights_dir(resolved.dir);
+  weights_config_ = weights.config;
+
+  backend::BackendOptions bo;
+  bo.threads = threads_or_cores(options.threads);
+  bo.precision = options.precision;
+  backend_ = backend::create_backend(options.device, weights, bo);
+  executor_ = backend_->plan({kNetH, kNetW});
+  log("network planned: " + executor_->plan_description());
+
+  info_.model = options.model;
+  info_.revision = resolved.commit;
+  info_.weights_dir = resolved.dir;
+  info_.source = resolved.source;
+  info_.backend = backend_->name();
+  info_.device = backend_->device();
+  info_.precision = backend_->precision();
+  info_.threads = backend_->threads();
+  info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
+                       ", post: " + post::post_kernel_name() + ")";
+  info_.plan = executor_->plan_description();
+  info_.warmup_s["load"] = ms_since(t0) / 1000.0;
+  for (const auto& [k, v] : warmup(options.warmup)) info_.warmup_s[k] = v;
+}
+
+Engine::~Engine() {
+  close();
+}
+
+void Engine::log(const std::string& msg) const {
+  if (options_.verbose) std::cerr << "[superpoint-rt] " << msg << "\n";
+}
+
+void Engine::close() {
+  std::unique_lock<std::shared_mutex> lock(life_mu_);  // waits for calls in flight
+  if (closed_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> l(pool_mu_);
+    pool_.reset();
+  }
+  executor_.reset();
+  backend_.reset();
+  std::lock_guard<std::mutex> l(contexts_mu_);
+  contexts_.clear();
+  std::lock_guard<std::mutex> p(plans_mu_);
+  plans_.clear();
+  plan_used_.clear();
+}
+
+std::unique_ptr<engine::Context> Engine::acquire_context() {
+  {
+    std::lock_guard<std::mutex> lock(contexts_mu_);
+    if (!contexts_.empty()) {
+      auto c = std::move(contexts_.back());
+      contexts_.pop_back();
+      return c;
+    }
+  }
+  return std::make_unique<engine::Context>();
+}
+
+void Engine::release_context(std::unique_ptr<engine::Context> ctx) {
+  if (!ctx) return;
+  std::lock_guard<std::mutex> lock(contexts_mu_);
+  if (contexts_.size() < 16) contexts_.push_back(std::move(ctx));
+}
+
+std::shared_ptr<const image::ResizePlan> Engine::resize_plan(int in_w, int in_h) {
+  const auto key = std::make_pair(in_w, in_h);
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  plan_used_[key] = ++plan_clock_;
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  // Bounded cache (per-size coefficient tables are small, but sizes are unbounded): evict the least recently used.
+  constexpr std::size_t kMaxPlans = 32;
+  if (plans_.size() >= kMaxPlans) {
+    auto oldest = std::min_element(plan_used_.begin(), plan_used_.end(), [&](const auto& a, const auto& b) {
+      return (plans_.count(a.first) ? a.second : UINT64_MAX) < (plans_.count(b.first) ? b.second : UINT64_MAX);
+    });
+    plans_.erase(oldest->first);
+    plan_used_.erase(oldest);
+  }
+  auto plan = std::make_shared<const image::ResizePlan>(in_w, in_h, kNetW, kNetH);
+  plans_[key] = plan;
+  return plan;
+}
+
+Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) {
+  Prepared p;
+  const auto t0 = Clock::now();
+  const std::string what = input.describe();
+
+  // Step 1: decode (paths and bytes) or take the caller's pixels.
+  Image decoded;
+  ImageView view;
+  if (const auto* path = std::get_if<ImageInput::Path>(&input.source)) {
+    decoded = decode_file(path->path, options_.max_pixels);
+    view = decoded.view();
+  } else if (const auto* bytes = std::get_if<ImageInput::Bytes>(&input.source)) {
+    decoded = decode_image(bytes->data, bytes->name, options_.max_pixels);
+    view = decoded.view();
+  } else if (const auto* v = std::get_if<ImageView>(&input.source)) {
+    view = *v;
+  } else {
+    const Image* im = std::get<const Image*>(input.source);
+    if (!im) throw Error(ErrorKind::InvalidArgument, "image pointer is null");
+    view = im->view();
+  }
+  validate_view(view, what);
+  p.timing.decode = ms_since(t0);
+  const auto t1 = Clock::now();
+  p.width = view.width;
+  p.height = view.height;
+  p.ctx = acquire_context();
+  engine::Context& ctx = *p.ctx;
+
+  // Step 2: which plane(s). Gray images feed their plane; colour images channel 0 (R), or channel 2 with bgr, or all
+  // three for the HF luma.
+  const bool is_gray = view.format == PixelFormat::Gray;
+  const int ch = channels_of(view.format);
+  const std::array<int, 3> off = rgb_offsets(view.format, params.bgr);
+  const int nplanes = (!is_gray && params.grayscale) ? 3 : 1;
+
+  // Step 3: Pillow BILINEAR resize of only those planes.
+  const auto plan = resize_plan(view.width, view.height);
+  for (int i = 0; i < nplanes; ++i) {
+    const int offset = is_gray ? 0 : off[static_cast<std::size_t>(i)];
+    auto& dst = ctx.planes[static_cast<std::size_t>(i)];
+    dst.resize(static_cast<std::size_t>(kNetW) * kNetH);
+    if (view.type == SampleType::U8) {
+      image::resize_plane(*plan, static_cast<const std::uint8_t*>(view.data) + offset, view.stride(), ch, dst.data(),
+                          ctx.resize);
+    } else {
+      auto& src = ctx.source[static_cast<std::size_t>(i)];
+      quantise_float_channel(view, offset, src, what);
+      image::resize_plane(*plan, src.data(), view.width, 1, dst.data(), ctx.resize);
+    }
+  }
+
+  // Step 4: normalise (v / 255.0f), or HF luma on the resized planes.
+  const auto& lut = rescale_lut();
+  const std::size_t n = static_cast<std::size_t>(kNetW) * kNetH;
+  ctx.input.resize(n);
+  const std::uint8_t* r = ctx.planes[0].data();
+  bool luma = nplanes == 3;
+  if (luma) {
+    // HF's original processor skips the conversion when the three channels are equal everywhere.
+    const std::uint8_t* g = ctx.planes[1].data();
+    const std::uint8_t* b = ctx.planes[2].data();
+    luma = std::memcmp(r, g, n) != 0 || std::memcmp(r, b, n) != 0;
+    if (luma) {
+      // ((r*0.2989f) + (g*0.5870f)) + (b*0.1140f): float32, each product and sum rounded (no FMA; the library is
+      // compiled with -ffp-contract=off), exactly numpy's float32 arithmetic in the HF processor.
+      for (std::size_t i = 0; i < n; ++i) {
+        const float fr = lut[r[i]] * 0.2989f;
+        const float fg = lut[g[i]] * 0.5870f;
+        const float fb = lut[b[i]] * 0.1140f;
+        ctx.input[i] = (fr + fg) + fb;
+      }
+    }
+  }
+  if (!luma)
+    for (std::size_t i = 0; i < n; ++i) ctx.input[i] = lut[r[i]];
+  p.timing.preprocess = ms_since(t1);
+  return p;
+}
+
+Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_output) {
+  engine::Context& ctx = *p.ctx;
+  Features f;
+  f.timing_ms = p.timing;
+  f.image_size = {p.height, p.width};
+  f.scale = {static_cast<float>(p.width) / static_cast<float>(kNetW),
+             static_cast<float>(p.height) / static_cast<float>(kNetH)};
+  const int hc = kNetH / 8, wc = kNetW / 8;
+  const int dim = weights_config_.descriptor_decoder_dim;
+  f.descriptor_dim = dim;
+
+  // Step 5: the network, one request at a time. The scores and the dense descriptors are copied out under the lock
+  // so that the post-processing of this request overlaps the next request's network.
+  {
+    const auto t0 = Clock::now();
+    std::lock_guard<std::mutex> lock(executor_mu_);
+    if (!reuse_network_output) {
+      std::memcpy(executor_->input(), ctx.input.data(), ctx.input.size() * sizeof(float));
+      executor_->run(params.return_descriptors);
+    }
+    f.timing_ms.forward = ms_since(t0);
+    const auto t1 = Clock::now();
+    ctx.heat.resize(static_cast<std::size_t>(kNetW) * kNetH);
+    post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());  // step 6
+    if (params.return_descriptors) {
+      const float* d = executor_->descriptors();
+      ctx.desc.assign(d, d + static_cast<std::size_t>(hc) * wc * dim);
+    }
+    f.timing_ms.postprocess = ms_since(t1);
+  }
+
+  const auto t2 = Clock::now();
+  ctx.nms.resize(ctx.heat.size());
+  post::simple_nms(ctx.heat.data(), kNetH, kNetW, params.nms_radius, ctx.nms.data(), ctx.nms_scratch);  // step 7
+  post::select_keypoints(ctx.nms.data(), kNetH, kNetW, params.keypoint_threshold,                       // 8-10
+                         weights_config_.border_removal_distance, params.max_keypoints, ctx.keypoints);
+  const std::size_t n = ctx.keypoints.size();
+  f.scores.resize(n);
+  f.keypoints.resize(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const post::Keypoint& k = ctx.keypoints[i];
+    f.scores[i] = k.score;
+    // Step 12, as HF computes it: (kp / [640, 480]) * [W, H] in float32 (docs/ALGORITHM.md §2.3).
+    f.keypoints[2 * i] = (static_cast<float>(k.x) / static_cast<float>(kNetW)) * static_cast<float>(p.width);
+    f.keypoints[2 * i + 1] = (static_cast<float>(k.y) / static_cast<float>(kNetH)) * static_cast<float>(p.height);
+  }
+  if (params.return_descriptors) {  // step 11
+    post::normalize_cells(ctx.desc.data(), hc * wc, dim);
+    f.descriptors.resize(n * static_cast<std::size_t>(dim));
+    post::sample_descriptors(ctx.desc.data(), hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n),
+                             f.descriptors.data());
+    f.has_descriptors = true;
+  }
+  f.timing_ms.postprocess += ms_since(t2);
+  return f;
+}
+
+Features Engine::run(const ImageInput& image, const Params& params) {
+  params.validate();
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
+  try {
+    Prepared p = prepare(image, params);
+    Features f = finish(p, params);
+    release_context(std::move(p.ctx));
+    return f;
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::TooLarge, image.describe() + ": out of memory while processing the image");
+  }
+}
+
+engine::ThreadPool& Engine::pool(int workers) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (!pool_ || pool_->size() < workers) {
+    pool_.reset();
+    pool_ = std::make_unique<engine::ThreadPool>(workers);
+  }
+  return *pool_;
+}
+
+std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const ImageInput> images, const Params& params,
+                                                            int num_workers, bool stop_at_first_error) {
+  params.validate();
+  if (num_workers < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                "num_workers = " + std::to_string(num_workers) + " is out of range (0 or more)");
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
+  std::vector<std::variant<Features, Error>> out;
+  out.reserve(images.size());
+
+  auto prepare_one = [this, &params](const ImageInput& in) -> Prepared {
+    try {
+      return prepare(in, params);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorKind::TooLarge, in.describe() + ": out of memory while processing the image");
+    }
+  };
+  auto finish_one = [&](Prepared& p) {
+    Features f = finish(p, params);
+    release_context(std::move(p.ctx));
+    return f;
+  };
+
+  if (num_workers == 0 || images.size() <= 1) {
+    for (const auto& in : images) {
+      try {
+        Prepared p = prepare_one(in);
+        out.emplace_back(finish_one(p));
+      } catch (const Error& e) {
+        if (stop_at_first_error) throw;
+        out.emplace_back(e);
+      }
+    }
+    return out;
+  }
+
+  // Workers prepare up to num_workers + 1 images ahead; this thread runs the network and the post-processing in
+  // input order.
+  engine::ThreadPool& workers = pool(num_workers);
+  std::vector<std::future<Prepared>> pending(images.size());
+  const std::size_t ahead = static_cast<std::size_t>(num_workers) + 1;
+  std::size_t submitted = 0;
+  auto submit_upto = [&](std::size_t limit) {
+    for (; submitted < std::min(limit, images.size()); ++submitted) {
+      const ImageInput* in = &images[submitted];
+      pending[submitted] = workers.submit([&prepare_one, in] { return prepare_one(*in); });
+    }
+  };
+  submit_upto(ahead);
+  std::exception_ptr first_error;
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    submit_upto(i + 1 + ahead);
+    try {
+      Prepared p = pending[i].get();
+      if (first_error) {
+        release_context(std::move(p.ctx));
+        continue;
+      }
+      out.emplace_back(finish_one(p));
+    } catch (const Error& e) {
+      if (stop_at_first_error) {
+        if (!first_error) first_error = std::current_exception();
+        continue;  // drain the futures that were submitted (they reference `images`)
+      }
+      out.emplace_back(e);
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+  return out;
+}
+
+std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
+  for (const auto& [w, h] : spec.sizes)
+    if (w < 1 || h < 1)
+      throw Error(ErrorKind::InvalidArgument,
+                  "warm-up size " + std::to_string(w) + "x" + std::to_string(h) + " must be at least 1x1");
+  for (int r : spec.nms_radii)
+    if (r < 0 || r > Params::kNmsRadiusMax)
+      throw Error(ErrorKind::InvalidArgument, "warm-up nms_radius = " + std::to_string(r) + " is out of range [0, 32]");
+  static const std::set<std::string> kDecoders{"jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm"};
+  for (const auto& d : spec.decoders)
+    if (!kDecoders.count(d))
+      throw Error(ErrorKind::InvalidArgument,
+                  "warm-up decoder '" + d + "' is not one of jpeg, png, gif, bmp, webp, tiff, pnm");
+  if (spec.num_workers < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                "warm-up num_workers = " + std::to_string(spec.num_workers) + " must be >= 0");
+
+  std::lock_guard<std::mutex> warm_lock(warm_mu_);
+  std::map<std::string, double> steps;
+  auto step = [&](const std::string& name, auto&& fn) {
+    if (warmed_.count(name)) return;
+    const auto t0 = Clock::now();
+    fn();
+    steps[name] = ms_since(t0) / 1000.0;
+    warmed_.insert(name);
+    log("warm-up " + name + ": " + std::to_string(steps[name]) + " s");
+  };
+  const bool any = !spec.sizes.empty() || !spec.nms_radii.empty() || !spec.decoders.empty() || spec.num_workers > 0;
+  if (!any) return steps;
+
+  // The network: the first executions fault in the buffers and the JIT code; with and without descriptors.
+  const Image base = engine::synthetic_image(kNetW, kNetH, 7);
+  Params params;
+  auto full = [&](const Image& im, const Params& pr, bool reuse) {
+    Prepared p = prepare(ImageInput::image(im), pr);
+    finish(p, pr, reuse);
+    release_context(std::move(p.ctx));
+  };
+  Params nodesc;
+  nodesc.return_descriptors = false;
+  step("network:no_descriptors", [&] { full(base, nodesc, false); });
+  step("network", [&] {  // last, so that the steps below reuse an output that has descriptors
+    full(base, params, false);
+    full(base, params, false);
+  });
+  // Per-size host work (resize tables, buffers of that size), reusing the last network output: the network does
+  // not depend on the source size.
+  for (const auto& [w, h] : spec.sizes) {
+    step("size:" + std::to_string(w) + "x" + std::to_string(h), [&, w = w, h = h] {
+      const Image im = engine::synthetic_image(w, h, 11);
+      full(im, params, true);
+      full(im, params, true);
+    });
+  }
+  for (int r : spec.nms_radii) {
+    step("nms_radius:" + std::to_string(r), [&] {
+      Params pr;
+      pr.nms_radius = r;
+      full(base, pr, true);
+      pr.max_keypoints = -1;  // the largest outputs: every point above the threshold
+      full(base, pr, true);
+    });
+  }
+  for (const auto& d : spec.decoders) {
+    // libjpeg / libpng need no set-up comparable to Pillow's plug-in import; decoding a small file once faults in
+    // the decoder code and its tables.
+    step("decoder:" + d, [&] {
+      if (d != "png") return;
+      const auto tmp = std::filesystem::temp_directory_path() /
+                       ("superpoint-rt-warmup-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ".png");
+      write_png(tmp.string(), base.view());
+      try {
+        (void)decode_file(tmp.string());
+      } catch (...) {
+        std::filesystem::remove(tmp);
+        throw;
+      }
+      std::filesystem::remove(tmp);
+    });
+  }
+  if (spec.num_workers > 0) {
+    step("workers:" + std::to_string(spec.num_workers), [&] {
+      engine::ThreadPool& tp = pool(spec.num_workers);
+      std::vector<std::future<void>> fs;
+      for (int i = 0; i < tp.size(); ++i) fs.push_back(tp.submit([] {}));
+      for (auto& f : fs) f.get();
+    });
+  }
+  return steps;
+}
+
+}  // namespace superpoint_rt

@@ -1,0 +1,83 @@
+// The request path (SPEC §2) behind every interface. Backend-agnostic: it talks to backend::Backend/Executor only.
+//
+// A request runs in two halves:
+//   prepare  (calling or worker thread): decode -> channel pick -> Pillow resize -> v / 255  into a pooled Context
+//   finish   (calling thread): network (serialised on the one executor) -> scores -> NMS -> top-k -> descriptors
+// so that list requests prepare the next images while the network runs the current one.
+//
+// Thread-safety: every public method may be called concurrently. close() waits for calls in flight.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "image/resize.hpp"
+#include "model/weights.hpp"
+#include "superpoint_rt/superpoint.hpp"
+
+namespace superpoint_rt {
+
+namespace engine {
+class ThreadPool;
+struct Context;
+}  // namespace engine
+
+class Engine {
+ public:
+  explicit Engine(const Options& options);
+  ~Engine();
+
+  Features run(const ImageInput& image, const Params& params);
+  std::vector<std::variant<Features, Error>> run_each(std::span<const ImageInput> images, const Params& params,
+                                                      int num_workers, bool stop_at_first_error);
+  std::map<std::string, double> warmup(const WarmupSpec& spec);
+  void close();
+  bool closed() const noexcept { return closed_.load(); }
+  const ModelInfo& info() const noexcept { return info_; }
+  const model::ModelConfig& config() const noexcept { return weights_config_; }
+
+ private:
+  struct Prepared;
+  std::unique_ptr<engine::Context> acquire_context();
+  void release_context(std::unique_ptr<engine::Context> ctx);
+  std::shared_ptr<const image::ResizePlan> resize_plan(int in_w, int in_h);
+  Prepared prepare(const ImageInput& image, const Params& params);
+  Features finish(Prepared& prepared, const Params& params, bool reuse_network_output = false);
+  engine::ThreadPool& pool(int workers);
+  void log(const std::string& msg) const;
+
+  Options options_;
+  ModelInfo info_;
+  model::ModelConfig weights_config_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<backend::Executor> executor_;
+  std::mutex executor_mu_;  // the network runs one request at a time
+
+  std::mutex contexts_mu_;
+  std::vector<std::unique_ptr<engine::Context>> contexts_;
+
+  std::mutex plans_mu_;
+  std::map<std::pair<int, int>, std::shared_ptr<const image::ResizePlan>> plans_;
+  std::uint64_t plan_clock_ = 0;
+  std::map<std::pair<int, int>, std::uint64_t> plan_used_;
+
+  std::mutex pool_mu_;
+  std::unique_ptr<engine::ThreadPool> pool_;
+
+  std::mutex warm_mu_;
+  std::set<std::string> warmed_;
+
+  mutable std::shared_mutex life_mu_;  // shared by calls, exclusive by close()
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace superpoint_rt

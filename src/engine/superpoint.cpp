@@ -1,0 +1,93 @@
+// The public SuperPoint handle, Params validation and small public helpers; the work is in engine.cpp.
+#include <cmath>
+#include <sstream>
+
+#include "engine/engine.hpp"
+#include "superpoint_rt/superpoint.hpp"
+
+#ifndef SUPERPOINT_RT_VERSION
+#define SUPERPOINT_RT_VERSION "0.0.0"
+#endif
+
+namespace superpoint_rt {
+
+const char* version() noexcept {
+  return SUPERPOINT_RT_VERSION;
+}
+
+void Params::validate() const {
+  if (max_keypoints < kMaxKeypointsMin || max_keypoints > kMaxKeypointsMax)
+    throw Error(ErrorKind::InvalidArgument, "max_keypoints = " + std::to_string(max_keypoints) +
+                                                " is out of range [-1, 307200] (-1 = all keypoints)");
+  if (!(keypoint_threshold >= 0.0f && keypoint_threshold <= 1.0f)) {  // NaN fails both comparisons
+    std::ostringstream v;
+    v << keypoint_threshold;
+    throw Error(ErrorKind::InvalidArgument, "keypoint_threshold = " + v.str() + " is out of range [0, 1]");
+  }
+  if (nms_radius < 0 || nms_radius > kNmsRadiusMax)
+    throw Error(ErrorKind::InvalidArgument, "nms_radius = " + std::to_string(nms_radius) + " is out of range [0, 32]");
+}
+
+WarmupSpec WarmupSpec::all() {
+  WarmupSpec s;
+  s.nms_radii.clear();
+  for (int r = 0; r <= Params::kNmsRadiusMax; ++r) s.nms_radii.push_back(r);
+  s.decoders = {"jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm"};
+  return s;
+}
+
+std::string ImageInput::describe() const {
+  if (const auto* p = std::get_if<Path>(&source)) return p->path;
+  if (const auto* b = std::get_if<Bytes>(&source)) return b->name;
+  if (const auto* v = std::get_if<ImageView>(&source))
+    return "<pixels " + std::to_string(v->width) + "x" + std::to_string(v->height) + " " + to_string(v->format) + ">";
+  const Image* im = std::get<const Image*>(source);
+  if (!im) return "<null image>";
+  return "<image " + std::to_string(im->width) + "x" + std::to_string(im->height) + ">";
+}
+
+SuperPoint SuperPoint::from_pretrained(const Options& options) {
+  return SuperPoint(std::make_shared<Engine>(options));
+}
+
+namespace {
+Engine& live(const std::shared_ptr<Engine>& e) {
+  if (!e || e->closed()) throw Error(ErrorKind::Closed, "the model is closed");
+  return *e;
+}
+}  // namespace
+
+Features SuperPoint::run(const ImageInput& image, const Params& params) const {
+  return live(engine_).run(image, params);
+}
+
+std::vector<Features> SuperPoint::run(std::span<const ImageInput> images, const Params& params, int num_workers) const {
+  auto results = live(engine_).run_each(images, params, num_workers, /*stop_at_first_error=*/true);
+  std::vector<Features> out;
+  out.reserve(results.size());
+  for (auto& r : results) out.push_back(std::move(std::get<Features>(r)));
+  return out;
+}
+
+std::vector<std::variant<Features, Error>> SuperPoint::run_each(std::span<const ImageInput> images,
+                                                                const Params& params, int num_workers) const {
+  return live(engine_).run_each(images, params, num_workers, /*stop_at_first_error=*/false);
+}
+
+std::map<std::string, double> SuperPoint::warmup(const WarmupSpec& spec) const {
+  return live(engine_).warmup(spec);
+}
+
+void SuperPoint::close() {
+  if (engine_) engine_->close();
+}
+
+bool SuperPoint::closed() const noexcept {
+  return !engine_ || engine_->closed();
+}
+
+const ModelInfo& SuperPoint::info() const {
+  return live(engine_).info();
+}
+
+}  // namespace superpoint_rt

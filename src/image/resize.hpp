@@ -1,0 +1,73 @@
+// Pillow-exact 8-bit BILINEAR resize of one plane (Pillow src/libImaging/Resample.c, docs/ALGORITHM.md §1).
+//
+// Horizontal pass first, then vertical; 22-bit fixed-point coefficients computed in double exactly as Pillow's
+// precompute_coeffs + normalize_coeffs_8bpc; int32 accumulation in tap order; the intermediate rounded and clipped
+// to uint8. When only the height changes the horizontal pass is skipped, when only the width changes the vertical
+// pass is skipped, at identity size the plane is copied (as Pillow).
+//
+// A plane is read from interleaved pixels: sample (x, y) is src[y * row_stride + x * pixel_step]. This resizes one
+// channel of an RGB/RGBA image without de-interleaving it first.
+//
+// Thread-safety: ResizePlan is immutable after construction and may be shared; resize_plane needs a per-thread
+// ResizeScratch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace superpoint_rt::image {
+
+/// Coefficients of one axis (Pillow precompute_coeffs + normalize_coeffs_8bpc), box (0, 0, in_size) as Pillow's
+/// default. bounds[2*o] is the first input index of output o (absolute, never shifted by ybox_first) and
+/// bounds[2*o+1] the number of taps; k[o*ksize + t] weighs input bounds[2*o] + t.
+/// Throws Error(InvalidArgument) when a size is < 1 and Error(TooLarge) when the table would not fit (Pillow's
+/// MemoryError check: out_size * ksize * sizeof(double) > INT_MAX).
+struct AxisCoeffs {
+  int in_size = 0, out_size = 0;
+  int ksize = 0;                // taps per output (row length of `k`)
+  std::vector<int> bounds;      // 2 per output: xmin, count
+  std::vector<std::int32_t> k;  // out_size * ksize fixed-point weights (22 bits), zero padded
+};
+AxisCoeffs make_axis_coeffs(int in_size, int out_size);
+
+/// Both axes for one (in_w, in_h) -> (out_w, out_h) resize. Build once per source size and reuse.
+struct ResizePlan {
+  int in_w = 0, in_h = 0, out_w = 0, out_h = 0;
+  bool need_h = false, need_v = false;
+  AxisCoeffs horiz, vert;
+  int ybox_first = 0, ybox_last = 0;  // input rows the horizontal pass must produce
+
+  // Tables of the SIMD kernels (resize_avx2.cpp / resize_avx512.cpp), derived from horiz / vert by the
+  // constructor. Every 22-bit weight k is split as k = (k >> 11) * 2048 + (k & 2047), both halves fit int16, so
+  // the int16 x int16 pair multiply-add (vpmaddwd) reproduces Pillow's int32 sums exactly.
+  int h_taps = 0;                        // horizontal taps per output, rounded up to a multiple of 8
+  int h_groups = 0;                      // ceil(out_w / 16): outputs are processed 16 at a time
+  std::vector<std::int32_t> h_xmin;      // h_groups * 16 window starts (padding outputs: 0, zero weights)
+  std::vector<std::int16_t> h_hi, h_lo;  // [group][chunk of 8 taps][i 0..3][lane 0..3][8]: output 4*lane+i
+  int v_pairs = 0;                       // ceil(vert.ksize / 2): vertical taps are taken two rows at a time
+  std::vector<std::int32_t> v_hi, v_lo;  // out_h * v_pairs packed int16 pairs (row 2p low, row 2p+1 high)
+
+  ResizePlan() = default;
+  /// Throws Error(InvalidArgument) when a size is < 1 (Pillow: "height and width must be > 0").
+  ResizePlan(int in_w, int in_h, int out_w, int out_h);
+};
+
+struct ResizeScratch {
+  std::vector<std::uint8_t> tmp;    // the horizontal pass output, reused between calls
+  std::vector<std::int16_t> row16;  // one de-interleaved source row (fast path), reused between calls
+};
+
+/// Plain scalar reference, literally Pillow's loops. dst is out_w x out_h, row stride out_w.
+void resize_plane_reference(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
+                            std::uint8_t* dst, ResizeScratch& scratch);
+
+/// Fast path (AVX-512 / AVX2 chosen at run time from the CPU's features, scalar otherwise); bit-identical to the
+/// reference for every input.
+void resize_plane(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
+                  std::uint8_t* dst, ResizeScratch& scratch);
+
+/// Name of the kernel resize_plane uses on this CPU ("avx512", "avx2" or "scalar").
+const char* resize_kernel_name() noexcept;
+
+}  // namespace superpoint_rt::image

@@ -1,0 +1,58 @@
+// Post-processing of the network outputs (SPEC §2 steps 6-12, HF modeling_superpoint.py).
+//
+// Every fast kernel here has a plain scalar reference (the *_reference functions) with the same results; tests
+// compare them on random and awkward shapes.
+//
+// Layouts: logits Hc x Wc x 65 and descriptors Hc x Wc x D (channels-last, as backend.hpp); heat maps H x W with
+// H = 8 Hc, W = 8 Wc, row-major.
+// Thread-safety: functions are re-entrant; scratch objects are per thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace superpoint_rt::post {
+
+/// Step 6: softmax over the 65 channels of each cell (max-subtracted), dustbin dropped, depth-to-space:
+/// heat[8i + r][8j + s] = p[8r + s] of cell (i, j).
+void scores_from_logits(const float* logits, int hc, int wc, float* heat);
+void scores_from_logits_reference(const float* logits, int hc, int wc, float* heat);
+
+struct NmsScratch {
+  std::vector<float> a, b, c;
+  std::vector<std::uint8_t> m1, m2, m3;
+};
+
+/// Step 7: HF simple_nms with radius r (window 2r+1, two suppression rounds, -inf padding); r = 0 copies.
+/// Separable running max: time independent of r.
+void simple_nms(const float* heat, int h, int w, int radius, float* out, NmsScratch& scratch);
+/// Literal (2r+1)^2 window scan; the reference for tests.
+void simple_nms_reference(const float* heat, int h, int w, int radius, float* out);
+
+struct Keypoint {
+  int x = 0, y = 0;  // network-frame integer position
+  float score = 0;
+};
+
+/// Steps 8-10: score > threshold (strict), border removal (x < b, x >= w - b, y < b, y >= h - b), then the
+/// max_keypoints best (-1 = all), sorted by descending score, equal scores in raster order (y, then x).
+void select_keypoints(const float* nms, int h, int w, float threshold, int border, int max_keypoints,
+                      std::vector<Keypoint>& out);
+void select_keypoints_reference(const float* nms, int h, int w, float threshold, int border, int max_keypoints,
+                                std::vector<Keypoint>& out);
+
+/// Step 11a: F.normalize of each cell's D-vector in place: v / max(||v||_2, 1e-12).
+void normalize_cells(float* desc, int cells, int dim);
+/// The plain scalar form of normalize_cells (same bits: every level sums the squares in one fixed order).
+void normalize_cells_reference(float* desc, int cells, int dim);
+
+/// Step 11b: HF _sample_descriptors at each keypoint from the L2-normalised dense map (hc x wc x dim):
+/// grid_sample bilinear, align_corners=True, zeros padding, fma order of docs/ALGORITHM.md §4, then L2
+/// re-normalisation. out: n x dim.
+void sample_descriptors(const float* desc, int hc, int wc, int dim, const Keypoint* kps, int n, float* out);
+void sample_descriptors_reference(const float* desc, int hc, int wc, int dim, const Keypoint* kps, int n, float* out);
+
+/// Name of the SIMD level the fast kernels use on this CPU ("avx512", "avx2", "scalar").
+const char* post_kernel_name() noexcept;
+
+}  // namespace superpoint_rt::post

@@ -1,0 +1,28 @@
+// Run-time CPU feature detection: kernels are chosen from what the CPU offers, never from -march=native.
+#pragma once
+
+#include <string>
+
+namespace superpoint_rt::util {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_bf16 = false, avx512_vnni = false, amx = false;
+  /// AVX-512 F+BW+VL+DQ: the level our avx512 kernels need.
+  bool avx512() const noexcept { return avx512f && avx512bw && avx512vl && avx512dq; }
+  bool avx2_fma() const noexcept { return avx2 && fma; }
+};
+
+/// Detected once; SUPERPOINT_RT_ISA=scalar|avx2|avx512 caps the level (for tests of every path).
+const CpuFeatures& cpu_features();
+
+/// "avx512f avx512bw ... " for `info`.
+std::string cpu_features_string();
+
+enum class Isa { Scalar, Avx2, Avx512 };
+/// The best level available (after the SUPERPOINT_RT_ISA cap).
+Isa best_isa();
+const char* to_string(Isa isa) noexcept;
+
+}  // namespace superpoint_rt::util

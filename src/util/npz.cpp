@@ -1,0 +1,361 @@
+#include "util/npz.hpp"
+
+#include <zlib.h>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include "superpoint_rt/errors.hpp"
+#include "superpoint_rt/image.hpp"
+
+namespace superpoint_rt::util {
+namespace {
+
+[[noreturn]] void bad(const std::string& source, const std::string& what) {
+  throw Error(ErrorKind::DecodeError, source + ": not a valid npy/npz file: " + what);
+}
+
+std::size_t item_size(const std::string& dt) {
+  if (dt == "f8" || dt == "i8" || dt == "u8") return 8;
+  if (dt == "f4" || dt == "i4" || dt == "u4") return 4;
+  if (dt == "f2" || dt == "i2" || dt == "u2") return 2;
+  if (dt == "i1" || dt == "u1" || dt == "b1") return 1;
+  return 0;
+}
+
+template <class T>
+T rd(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+  float v;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<float>(man), -24);
+  } else if (exp == 31) {
+    v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  } else {
+    v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -v : v;
+}
+
+template <class Out>
+std::vector<Out> convert(const NpyArray& a) {
+  const std::size_t n = static_cast<std::size_t>(a.size());
+  std::vector<Out> out(n);
+  const std::uint8_t* p = a.data.data();
+  const std::string& d = a.dtype;
+  for (std::size_t i = 0; i < n; ++i) {
+    double v = 0;
+    if (d == "f4")
+      v = rd<float>(p + 4 * i);
+    else if (d == "f8")
+      v = rd<double>(p + 8 * i);
+    else if (d == "f2")
+      v = half_to_float(rd<std::uint16_t>(p + 2 * i));
+    else if (d == "i1")
+      v = rd<std::int8_t>(p + i);
+    else if (d == "u1" || d == "b1")
+      v = p[i];
+    else if (d == "i2")
+      v = rd<std::int16_t>(p + 2 * i);
+    else if (d == "u2")
+      v = rd<std::uint16_t>(p + 2 * i);
+    else if (d == "i4")
+      v = rd<std::int32_t>(p + 4 * i);
+    else if (d == "u4")
+      v = rd<std::uint32_t>(p + 4 * i);
+    else if (d == "i8") {
+      out[i] = static_cast<Out>(rd<std::int64_t>(p + 8 * i));
+      continue;
+    } else if (d == "u8") {
+      out[i] = static_cast<Out>(rd<std::uint64_t>(p + 8 * i));
+      continue;
+    }
+    out[i] = static_cast<Out>(v);
+  }
+  return out;
+}
+
+void put16(std::vector<std::uint8_t>& b, std::uint32_t v) {
+  b.push_back(static_cast<std::uint8_t>(v));
+  b.push_back(static_cast<std::uint8_t>(v >> 8));
+}
+void put32(std::vector<std::uint8_t>& b, std::uint32_t v) {
+  put16(b, v & 0xFFFFu);
+  put16(b, v >> 16);
+}
+
+}  // namespace
+
+std::int64_t NpyArray::size() const {
+  std::int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return n;
+}
+std::vector<float> NpyArray::as_float() const {
+  return convert<float>(*this);
+}
+std::vector<double> NpyArray::as_double() const {
+  return convert<double>(*this);
+}
+std::vector<std::int64_t> NpyArray::as_int64() const {
+  return convert<std::int64_t>(*this);
+}
+
+NpyArray NpyArray::from_bytes(std::string dtype, const void* p, std::size_t bytes, std::vector<std::int64_t> shape) {
+  NpyArray a;
+  a.dtype = std::move(dtype);
+  a.shape = std::move(shape);
+  a.data.resize(bytes);
+  if (bytes) std::memcpy(a.data.data(), p, bytes);
+  return a;
+}
+NpyArray NpyArray::from_float(const std::vector<float>& v, std::vector<std::int64_t> shape) {
+  return from_bytes("f4", v.data(), v.size() * sizeof(float), std::move(shape));
+}
+NpyArray NpyArray::from_int64(const std::vector<std::int64_t>& v, std::vector<std::int64_t> shape) {
+  return from_bytes("i8", v.data(), v.size() * sizeof(std::int64_t), std::move(shape));
+}
+
+std::vector<std::uint8_t> npy_bytes(const NpyArray& a) {
+  std::string shape = "(";
+  for (std::size_t i = 0; i < a.shape.size(); ++i) {
+    shape += std::to_string(a.shape[i]);
+    if (a.shape.size() == 1 || i + 1 < a.shape.size()) shape += ",";
+    if (i + 1 < a.shape.size()) shape += " ";
+  }
+  shape += ")";
+  const char order = item_size(a.dtype) == 1 ? '|' : '<';
+  std::string header =
+      "{'descr': '" + std::string(1, order) + a.dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  const std::size_t pre = 10;  // magic(6) + version(2) + header length(2)
+  std::size_t total = pre + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  put16(out, static_cast<std::uint32_t>(header.size()));
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), a.data.begin(), a.data.end());
+  return out;
+}
+
+std::vector<std::uint8_t> npz_bytes(const std::map<std::string, NpyArray>& arrays) {
+  std::vector<std::uint8_t> out, central;
+  std::uint16_t count = 0;
+  for (const auto& [name, arr] : arrays) {
+    const std::string fname = name + ".npy";
+    const std::vector<std::uint8_t> body = npy_bytes(arr);
+    const auto crc = static_cast<std::uint32_t>(crc32(0L, body.data(), static_cast<uInt>(body.size())));
+    const auto offset = static_cast<std::uint32_t>(out.size());
+    const auto sz = static_cast<std::uint32_t>(body.size());
+    // local file header (stored, no compression)
+    put32(out, 0x04034b50u);
+    put16(out, 20);
+    put16(out, 0);
+    put16(out, 0);
+    put16(out, 0);
+    put16(out, 0x21);
+    put32(out, crc);
+    put32(out, sz);
+    put32(out, sz);
+    put16(out, static_cast<std::uint32_t>(fname.size()));
+    put16(out, 0);
+    out.insert(out.end(), fname.begin(), fname.end());
+    out.insert(out.end(), body.begin(), body.end());
+    // central directory entry
+    put32(central, 0x02014b50u);
+    put16(central, 20);
+    put16(central, 20);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0x21);
+    put32(central, crc);
+    put32(central, sz);
+    put32(central, sz);
+    put16(central, static_cast<std::uint32_t>(fname.size()));
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put16(central, 0);
+    put32(central, 0);
+    put32(central, offset);
+    central.insert(central.end(), fname.begin(), fname.end());
+    ++count;
+  }
+  const auto cd_offset = static_cast<std::uint32_t>(out.size());
+  out.insert(out.end(), central.begin(), central.end());
+  put32(out, 0x06054b50u);
+  put16(out, 0);
+  put16(out, 0);
+  put16(out, count);
+  put16(out, count);
+  put32(out, static_cast<std::uint32_t>(central.size()));
+  put32(out, cd_offset);
+  put16(out, 0);
+  return out;
+}
+
+NpyArray parse_npy(const std::uint8_t* p, std::size_t n, const std::string& source) {
+  if (n < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) bad(source, "missing \\x93NUMPY magic");
+  const int major = p[6];
+  std::size_t hlen = 0, pre = 0;
+  if (major == 1) {
+    hlen = rd<std::uint16_t>(p + 8);
+    pre = 10;
+  } else {
+    if (n < 12) bad(source, "short header");
+    hlen = rd<std::uint32_t>(p + 8);
+    pre = 12;
+  }
+  if (pre + hlen > n) bad(source, "header past the end");
+  const std::string h(reinterpret_cast<const char*>(p + pre), hlen);
+  NpyArray a;
+  const auto dpos = h.find("'descr'");
+  if (dpos == std::string::npos) bad(source, "no descr");
+  const auto q1 = h.find('\'', h.find(':', dpos));
+  const auto q2 = h.find('\'', q1 + 1);
+  std::string descr = h.substr(q1 + 1, q2 - q1 - 1);
+  if (!descr.empty() && (descr[0] == '<' || descr[0] == '|' || descr[0] == '=')) descr = descr.substr(1);
+  if (!descr.empty() && descr[0] == '>') bad(source, "big-endian arrays are not supported");
+  if (descr == "?") descr = "b1";
+  if (item_size(descr) == 0) bad(source, "unsupported dtype " + descr);
+  a.dtype = descr;
+  if (h.find("'fortran_order': True") != std::string::npos) bad(source, "fortran order is not supported");
+  const auto spos = h.find('(', h.find("'shape'"));
+  const auto send = h.find(')', spos);
+  std::string dims = h.substr(spos + 1, send - spos - 1);
+  std::size_t i = 0;
+  while (i < dims.size()) {
+    while (i < dims.size() && (dims[i] == ' ' || dims[i] == ',')) ++i;
+    if (i >= dims.size()) break;
+    std::size_t j = i;
+    while (j < dims.size() && dims[j] >= '0' && dims[j] <= '9') ++j;
+    if (j == i) bad(source, "bad shape");
+    a.shape.push_back(std::stoll(dims.substr(i, j - i)));
+    i = j;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(a.size()) * item_size(descr);
+  if (pre + hlen + bytes > n) bad(source, "data shorter than the shape");
+  a.data.assign(p + pre + hlen, p + pre + hlen + bytes);
+  return a;
+}
+
+std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, const std::string& source) {
+  // Walk the central directory (authoritative sizes, zip64 aware), then read each member's data.
+  if (z.size() < 22) bad(source, "too short for a zip file");
+  std::size_t eocd = std::string::npos;
+  for (std::size_t i = z.size() - 22 + 1; i-- > 0;) {
+    if (rd<std::uint32_t>(&z[i]) == 0x06054b50u) {
+      eocd = i;
+      break;
+    }
+    if (z.size() - i > 22 + 65535) break;
+  }
+  if (eocd == std::string::npos) bad(source, "no end-of-central-directory record");
+  std::uint64_t entries = rd<std::uint16_t>(&z[eocd + 10]);
+  std::uint64_t cd_off = rd<std::uint32_t>(&z[eocd + 16]);
+  if (cd_off == 0xFFFFFFFFu || entries == 0xFFFFu) {  // zip64 end of central directory
+    if (eocd < 20 || rd<std::uint32_t>(&z[eocd - 20]) != 0x07064b50u) bad(source, "missing zip64 locator");
+    const std::uint64_t z64 = rd<std::uint64_t>(&z[eocd - 20 + 8]);
+    if (z64 + 56 > z.size() || rd<std::uint32_t>(&z[z64]) != 0x06064b50u) bad(source, "bad zip64 record");
+    entries = rd<std::uint64_t>(&z[z64 + 32]);
+    cd_off = rd<std::uint64_t>(&z[z64 + 48]);
+  }
+  std::map<std::string, NpyArray> out;
+  std::size_t p = static_cast<std::size_t>(cd_off);
+  for (std::uint64_t e = 0; e < entries; ++e) {
+    if (p + 46 > z.size() || rd<std::uint32_t>(&z[p]) != 0x02014b50u) bad(source, "bad central directory");
+    const std::uint16_t method = rd<std::uint16_t>(&z[p + 10]);
+    std::uint64_t csize = rd<std::uint32_t>(&z[p + 20]);
+    std::uint64_t usize = rd<std::uint32_t>(&z[p + 24]);
+    const std::uint16_t nlen = rd<std::uint16_t>(&z[p + 28]);
+    const std::uint16_t xlen = rd<std::uint16_t>(&z[p + 30]);
+    const std::uint16_t clen = rd<std::uint16_t>(&z[p + 32]);
+    std::uint64_t loff = rd<std::uint32_t>(&z[p + 42]);
+    if (p + 46 + nlen + xlen > z.size()) bad(source, "central entry past the end");
+    std::string name(reinterpret_cast<const char*>(&z[p + 46]), nlen);
+    // zip64 extra field: the 0xFFFFFFFF fields in order usize, csize, offset
+    for (std::size_t x = p + 46 + nlen; x + 4 <= p + 46 + nlen + xlen;) {
+      const std::uint16_t id = rd<std::uint16_t>(&z[x]);
+      const std::uint16_t len = rd<std::uint16_t>(&z[x + 2]);
+      if (id == 1) {
+        std::size_t q = x + 4;
+        if (usize == 0xFFFFFFFFu && q + 8 <= x + 4 + len) {
+          usize = rd<std::uint64_t>(&z[q]);
+          q += 8;
+        }
+        if (csize == 0xFFFFFFFFu && q + 8 <= x + 4 + len) {
+          csize = rd<std::uint64_t>(&z[q]);
+          q += 8;
+        }
+        if (loff == 0xFFFFFFFFu && q + 8 <= x + 4 + len) {
+          loff = rd<std::uint64_t>(&z[q]);
+        }
+      }
+      x += 4u + len;
+    }
+    p += 46u + nlen + xlen + clen;
+    if (loff + 30 > z.size() || rd<std::uint32_t>(&z[loff]) != 0x04034b50u) bad(source, "bad local header");
+    const std::size_t data =
+        static_cast<std::size_t>(loff) + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
+    if (data + csize > z.size()) bad(source, "member " + name + " past the end");
+    std::vector<std::uint8_t> body;
+    if (method == 0) {
+      body.assign(z.begin() + static_cast<std::ptrdiff_t>(data), z.begin() + static_cast<std::ptrdiff_t>(data + csize));
+    } else if (method == 8) {
+      body.resize(static_cast<std::size_t>(usize));
+      z_stream s{};
+      if (inflateInit2(&s, -MAX_WBITS) != Z_OK) bad(source, "inflate init");
+      s.next_in = const_cast<Bytef*>(&z[data]);
+      s.avail_in = static_cast<uInt>(csize);
+      s.next_out = body.data();
+      s.avail_out = static_cast<uInt>(body.size());
+      const int rc = inflate(&s, Z_FINISH);
+      inflateEnd(&s);
+      if (rc != Z_STREAM_END) bad(source, "member " + name + " does not inflate");
+    } else {
+      bad(source, "member " + name + " uses unsupported compression " + std::to_string(method));
+    }
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
+    out[name] = parse_npy(body.data(), body.size(), source + ":" + name);
+  }
+  return out;
+}
+
+std::map<std::string, NpyArray> load_npz(const std::string& path) {
+  return parse_npz(read_file(path), path);
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw Error(ErrorKind::Io, "cannot write " + path + ": cannot create " + tmp);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw Error(ErrorKind::Io, "cannot write " + path + " (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw Error(ErrorKind::Io, "cannot write " + path + ": " + ec.message());
+  }
+}
+
+}  // namespace superpoint_rt::util

@@ -1,0 +1,138 @@
+// The superpoint-rt executable: outputs, exit codes and messages as a user sees them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/test_util.hpp"
+#include "superpoint_rt/superpoint.hpp"
+#include "util/npz.hpp"
+
+#ifndef SPRT_CLI
+#error "tests/cli needs the superpoint-rt target"
+#endif
+
+namespace fs = std::filesystem;
+using namespace superpoint_rt;
+
+namespace {
+
+std::string cli() {
+  return std::string(SPRT_CLI) + " ";
+}
+std::string weights() {
+  return " --weights " + sprt_test::weights_dir() + " --threads 2 ";
+}
+std::string img(const std::string& n) {
+  return sprt_test::images_dir() + "/" + n;
+}
+
+TEST(Cli, ExtractWritesNpzEqualToTheLibrary) {
+  sprt_test::TempDir out;
+  std::string log;
+  const int rc = sprt_test::run_command(cli() + "extract " + img("icl_250.png") + " " + img("skimage_coins.png") +
+                                            " --out " + out.path() + weights() + "--max-keypoints 500",
+                                        &log);
+  ASSERT_EQ(rc, 0) << log;
+  Options o;
+  o.model = sprt_test::weights_dir();
+  o.warmup = WarmupSpec::none();
+  SuperPoint m = SuperPoint::from_pretrained(o);
+  Params p;
+  p.max_keypoints = 500;
+  for (const char* name : {"icl_250.png", "skimage_coins.png"}) {
+    const auto npz = util::load_npz(out.file(std::string(name) + ".npz"));
+    const Features f = m.run(ImageInput::file(img(name)), p);
+    ASSERT_TRUE(npz.count("keypoints") && npz.count("scores") && npz.count("descriptors") && npz.count("image_size"));
+    EXPECT_EQ(npz.at("keypoints").as_float(), f.keypoints);
+    EXPECT_EQ(npz.at("scores").as_float(), f.scores);
+    EXPECT_EQ(npz.at("descriptors").as_float(), f.descriptors);
+    EXPECT_EQ(npz.at("keypoints").shape, (std::vector<std::int64_t>{static_cast<std::int64_t>(f.size()), 2}));
+    EXPECT_EQ(npz.at("image_size").as_int64(), (std::vector<std::int64_t>{f.image_size[0], f.image_size[1]}));
+  }
+}
+
+TEST(Cli, JsonPlotAndNumpyCanReadTheNpz) {
+  sprt_test::TempDir out;
+  std::string log;
+  ASSERT_EQ(sprt_test::run_command(cli() + "extract " + img("opencv_box.png") + " --out " + out.path() + weights() +
+                                       "--format json --plot --no-descriptors --nms-radius 2",
+                                   &log),
+            0)
+      << log;
+  EXPECT_TRUE(fs::exists(out.file("opencv_box.png.json")));
+  EXPECT_TRUE(fs::exists(out.file("opencv_box.png.png")));
+  const Image plot = decode_file(out.file("opencv_box.png.png"));
+  EXPECT_EQ(plot.width, 324);
+  EXPECT_EQ(plot.height, 223);
+  const std::string py = sprt_test::python_with(false);
+  ASSERT_FALSE(py.empty());
+  ASSERT_EQ(
+      sprt_test::run_command(cli() + "extract " + img("opencv_box.png") + " --out " + out.path() + weights(), &log), 0)
+      << log;
+  const std::string check = py + " -c \"import json,numpy as np; j=json.load(open('" + out.file("opencv_box.png.json") +
+                            "')); d=np.load('" + out.file("opencv_box.png.npz") +
+                            "'); assert 'descriptors' not in j; assert d['descriptors'].shape==(len(d['scores']),256);"
+                            " assert d['keypoints'].dtype==np.float32; assert list(d['image_size'])==[223,324];"
+                            " print(len(j['scores']), len(d['scores']))\"";
+  ASSERT_EQ(sprt_test::run_command(check, &log), 0) << log;
+}
+
+TEST(Cli, BadArgumentsExitWithCode2AndNameTheArgument) {
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"--max-keypoints 400000", "--max-keypoints"},
+      {"--max-keypoints abc", "--max-keypoints"},
+      {"--keypoint-threshold nan", "--keypoint-threshold"},
+      {"--keypoint-threshold 2", "0..1"},
+      {"--nms-radius 33", "0..32"},
+      {"--nms-radius -1", "--nms-radius"},
+      {"--threads x", "--threads"},
+      {"--format xml", "--format"},
+      {"--frobnicate", "--frobnicate"},
+      {"--nms-radius", "needs a value"},
+  };
+  for (const auto& c : cases) {
+    std::string log;
+    const int rc = sprt_test::run_command(cli() + "extract " + img("icl_250.png") + " --out /tmp/x " + c.args, &log);
+    EXPECT_EQ(rc, 2) << c.args << ": " << log;
+    EXPECT_NE(log.find(c.expect), std::string::npos) << c.args << ": " << log;
+  }
+  std::string log;
+  EXPECT_EQ(sprt_test::run_command(cli() + "nosuchcommand", &log), 2);
+  EXPECT_EQ(sprt_test::run_command(cli() + "extract --out /tmp/x", &log), 2);
+}
+
+TEST(Cli, UnreadableImagesAreReportedOthersStillProcessed) {
+  sprt_test::TempDir out;
+  sprt_test::write_bytes(out.file("broken.jpg"), {0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F'});
+  std::string log;
+  const int rc = sprt_test::run_command(cli() + "extract " + out.file("broken.jpg") + " /no/such.png " +
+                                            img("icl_254.png") + " --out " + out.path() + weights(),
+                                        &log);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(rc, 2);
+  EXPECT_NE(log.find("broken.jpg"), std::string::npos) << log;
+  EXPECT_NE(log.find("/no/such.png"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(out.file("icl_254.png.npz"))) << log;
+}
+
+TEST(Cli, InfoAndQuickstart) {
+  std::string log;
+  ASSERT_EQ(sprt_test::run_command(cli() + "info" + weights(), &log), 0) << log;
+  EXPECT_NE(log.find("backend: onednn"), std::string::npos) << log;
+  EXPECT_NE(log.find("cpu features"), std::string::npos) << log;
+  EXPECT_NE(log.find(sprt_test::weights_dir()), std::string::npos) << log;
+  sprt_test::TempDir out;
+  ASSERT_EQ(sprt_test::run_command(cli() + "quickstart --out-dir " + out.path() + weights(), &log), 0) << log;
+  for (const char* f : {"keypoints.png", "keypoints.json", "descriptors.npy", "input.png"})
+    EXPECT_TRUE(fs::exists(out.file(f))) << f << "\n" << log;
+  const auto npy = sprt_test::read_bytes(out.file("descriptors.npy"));
+  const auto arr = util::parse_npy(npy.data(), npy.size(), "descriptors.npy");
+  ASSERT_EQ(arr.shape.size(), 2u);
+  EXPECT_GT(arr.shape[0], 50);  // the synthetic image has plenty of corners
+  EXPECT_EQ(arr.shape[1], 256);
+}
+
+}  // namespace

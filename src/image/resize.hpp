@@ -49,7 +49,8 @@ struct ResizePlan {
   std::vector<std::int32_t> v_hi, v_lo;  // out_h * v_pairs packed int16 pairs (row 2p low, row 2p+1 high)
 
   ResizePlan() = default;
-  /// Throws Error(InvalidArgument) when a size is < 1 (Pillow: "height and width must be > 0").
+  /// Throws Error(InvalidArgument) when a size is < 1 (Pillow: "height and width must be > 0"), Error(TooLarge) as
+  /// make_axis_coeffs.
   ResizePlan(int in_w, int in_h, int out_w, int out_h);
 };
 

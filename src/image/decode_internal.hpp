@@ -1,0 +1,68 @@
+// Internal interface of the image decoders (one file per format, src/image/decode_<format>.cpp).
+//
+// Every decoder follows Pillow 9.4's Image.open(f) + convert("RGB") (or the gray plane for the modes listed in
+// image.hpp) and the same structure:
+//   1. read the header only (cheap, no pixel memory),
+//   2. check_dimensions(): w, h >= 1 and w * h <= max_pixels, BEFORE any pixel memory is allocated,
+//   3. allocate the Image once and decode straight into it (row pointers into Image::pixels where the library
+//      allows it).
+// All state is per call: the decoders are thread-safe and may run concurrently on any number of threads.
+// Failures throw superpoint_rt::Error naming the input (`name`): DecodeError for truncated / corrupt data,
+// UnsupportedFormat for a valid file of a variant we do not decode, TooLarge for the pixel limit.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "superpoint_rt/errors.hpp"
+#include "superpoint_rt/image.hpp"
+
+namespace superpoint_rt::image {
+
+using Bytes = std::span<const std::uint8_t>;
+
+/// Throws Error(kind) with the message "<format> image '<name>': <what>".
+[[noreturn]] void fail(ErrorKind kind, ImageFormat format, const std::string& name, const std::string& what);
+
+/// The header-time checks every decoder runs before allocating pixels: DecodeError when w or h < 1 (or absurd),
+/// TooLarge (naming the size and the limit) when w * h > max_pixels; InvalidArgument when max_pixels < 1.
+void check_dimensions(ImageFormat format, const std::string& name, std::int64_t width, std::int64_t height,
+                      std::int64_t max_pixels);
+
+/// Allocates the result (height * width * channels bytes). Call only after check_dimensions.
+Image make_image(ImageFormat format, const std::string& name, int width, int height, PixelFormat pf);
+
+/// A 256-entry RGB palette initialised the way Pillow initialises one (ImagingPaletteNew: a gray ramp i -> (i,i,i)),
+/// so indices beyond the entries a file defines map to gray i, exactly as Pillow's P -> RGB convert does.
+struct Palette {
+  std::array<std::uint8_t, 768> rgb{};
+  Palette() {
+    for (int i = 0; i < 256; ++i) rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = static_cast<std::uint8_t>(i);
+  }
+};
+
+/// Expands `width` 8-bit palette indices at the start of `row` in place to RGB (3 * width bytes), back to front.
+void expand_palette_row_inplace(std::uint8_t* row, int width, const Palette& pal) noexcept;
+
+/// Pillow's CMYK -> RGB (libImaging/Convert.c cmyk2rgb): nk = 255 - k; c' = clip(nk - muldiv255(c, nk)).
+void cmyk_to_rgb_row(const std::uint8_t* cmyk, std::uint8_t* rgb, int width, bool inverted) noexcept;
+
+// Per-format entry points (the bytes were sniffed as that format).
+ImageInfo probe_jpeg(Bytes b, const std::string& name);
+Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels);
+ImageInfo probe_png(Bytes b, const std::string& name);
+Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels);
+ImageInfo probe_gif(Bytes b, const std::string& name);
+Image decode_gif(Bytes b, const std::string& name, std::int64_t max_pixels);
+ImageInfo probe_bmp(Bytes b, const std::string& name);
+Image decode_bmp(Bytes b, const std::string& name, std::int64_t max_pixels);
+ImageInfo probe_webp(Bytes b, const std::string& name);
+Image decode_webp(Bytes b, const std::string& name, std::int64_t max_pixels);
+ImageInfo probe_tiff(Bytes b, const std::string& name);
+Image decode_tiff(Bytes b, const std::string& name, std::int64_t max_pixels);
+ImageInfo probe_pnm(Bytes b, const std::string& name);
+Image decode_pnm(Bytes b, const std::string& name, std::int64_t max_pixels);
+
+}  // namespace superpoint_rt::image

@@ -1,0 +1,147 @@
+// JPEG through libjpeg-turbo, configured as Pillow 9.4 (JpegDecode.c) configures it: library defaults
+// (JDCT_ISLOW, fancy upsampling on, no scaling), out_color_space JCS_GRAYSCALE for 1 component (Pillow mode "L",
+// returned as the gray plane), JCS_RGB for 3 (mode "RGB"), JCS_CMYK for 4 (mode "CMYK", raw mode "CMYK;I": Pillow
+// always assumes Adobe's inverted polarity) followed by Pillow's cmyk2rgb. Other component counts and 12-bit files
+// are refused, as Pillow refuses them. EXIF orientation is not applied.
+//
+// Errors: libjpeg reports fatal errors through error_exit, which must not return; we longjmp back into a small
+// function that holds only trivially destructible locals (no C++ object lives across the jump) and turn the
+// failure into an Error there. Pillow ignores libjpeg's corrupt-data warnings but treats running out of data as
+// "image file is truncated"; with jpeg_mem_src running out of data is the warning JWRN_JPEG_EOF, which we make
+// fatal. jpeg_finish_decompress is not called: Pillow also accepts a file whose EOI marker is missing once all
+// scanlines are decoded.
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+// clang-format off
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+
+#include "image/decode_internal.hpp"
+
+namespace superpoint_rt::image {
+namespace {
+
+struct JpegErr {
+  jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr*
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void on_error_exit(j_common_ptr c) {
+  auto* e = reinterpret_cast<JpegErr*>(c->err);
+  (*c->err->format_message)(c, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+void on_emit_message(j_common_ptr c, int level) {
+  if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) on_error_exit(c);  // truncated: an error, as in Pillow
+}
+
+void on_output_message(j_common_ptr) {}
+
+// Trivially destructible state shared by the setjmp-protected phases; jpeg_destroy_decompress in the guard.
+struct JpegJob {
+  jpeg_decompress_struct cinfo;
+  JpegErr err;
+  bool created;
+};
+
+struct JpegGuard {
+  JpegJob job{};
+  JpegGuard() {
+    job.cinfo.err = jpeg_std_error(&job.err.pub);
+    job.err.pub.error_exit = on_error_exit;
+    job.err.pub.emit_message = on_emit_message;
+    job.err.pub.output_message = on_output_message;
+    job.err.message[0] = '\0';
+  }
+  ~JpegGuard() {
+    if (job.created) jpeg_destroy_decompress(&job.cinfo);
+  }
+  JpegGuard(const JpegGuard&) = delete;
+  JpegGuard& operator=(const JpegGuard&) = delete;
+};
+
+// Phase 1: header. Only trivially destructible locals (longjmp target).
+bool read_header(JpegJob* j, const std::uint8_t* data, std::size_t size) {
+  if (setjmp(j->err.jump)) return false;
+  jpeg_create_decompress(&j->cinfo);
+  j->created = true;
+  jpeg_mem_src(&j->cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&j->cinfo, TRUE);
+  return true;
+}
+
+// Phase 2: pixels, straight into `out` (rows of `stride` bytes); CMYK goes through `cmyk_row` (4 * width bytes).
+bool read_pixels(JpegJob* j, std::uint8_t* out, std::size_t stride, std::uint8_t* cmyk_row) {
+  if (setjmp(j->err.jump)) return false;
+  jpeg_decompress_struct* c = &j->cinfo;
+  jpeg_start_decompress(c);
+  while (c->output_scanline < c->output_height) {
+    if (cmyk_row) {
+      JSAMPROW row = cmyk_row;
+      const JDIMENSION y = c->output_scanline;
+      if (jpeg_read_scanlines(c, &row, 1) != 1) return false;
+      cmyk_to_rgb_row(cmyk_row, out + y * stride, static_cast<int>(c->output_width), true);
+    } else {
+      JSAMPROW rows[16];
+      const JDIMENSION y = c->output_scanline;
+      JDIMENSION n = c->output_height - y;
+      if (n > 16) n = 16;
+      for (JDIMENSION i = 0; i < n; ++i) rows[i] = out + (y + i) * stride;
+      if (jpeg_read_scanlines(c, rows, n) == 0) return false;
+    }
+  }
+  return true;
+}
+
+[[noreturn]] void jpeg_fail(const JpegJob& j, const std::string& name, const char* fallback) {
+  const std::string detail = j.err.message[0] ? j.err.message : fallback;
+  const bool truncated = j.err.pub.msg_code == JWRN_JPEG_EOF;
+  fail(ErrorKind::DecodeError, ImageFormat::JPEG, name,
+       truncated ? "truncated (" + detail + ")" : "corrupt or unsupported (" + detail + ")");
+}
+
+// Reads the header and picks the output colour space; returns the decoded channel count (1 or 3).
+int open_jpeg(JpegGuard& g, Bytes b, const std::string& name) {
+  if (!read_header(&g.job, b.data(), b.size())) jpeg_fail(g.job, name, "cannot read the header");
+  jpeg_decompress_struct& c = g.job.cinfo;
+  switch (c.num_components) {
+    case 1: c.out_color_space = JCS_GRAYSCALE; return 1;
+    case 3: c.out_color_space = JCS_RGB; return 3;
+    case 4: c.out_color_space = JCS_CMYK; return 3;
+    default:
+      fail(ErrorKind::UnsupportedFormat, ImageFormat::JPEG, name,
+           "cannot handle " + std::to_string(c.num_components) + "-component images (as Pillow)");
+  }
+}
+
+}  // namespace
+
+ImageInfo probe_jpeg(Bytes b, const std::string& name) {
+  JpegGuard g;
+  const int ch = open_jpeg(g, b, name);
+  return {ImageFormat::JPEG, static_cast<int>(g.job.cinfo.image_width), static_cast<int>(g.job.cinfo.image_height), ch};
+}
+
+Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels) {
+  JpegGuard g;
+  const int ch = open_jpeg(g, b, name);
+  const jpeg_decompress_struct& c = g.job.cinfo;
+  check_dimensions(ImageFormat::JPEG, name, c.image_width, c.image_height, max_pixels);
+  Image im = make_image(ImageFormat::JPEG, name, static_cast<int>(c.image_width), static_cast<int>(c.image_height),
+                        ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
+  std::vector<std::uint8_t> cmyk;
+  if (c.num_components == 4) cmyk.resize(4 * static_cast<std::size_t>(c.image_width));
+  if (!read_pixels(&g.job, im.pixels.data(), static_cast<std::size_t>(im.width) * ch,
+                   cmyk.empty() ? nullptr : cmyk.data())) {
+    jpeg_fail(g.job, name, "decoding stopped early");
+  }
+  return im;
+}
+
+}  // namespace superpoint_rt::image

@@ -13,6 +13,7 @@ constexpr const char* kUsage =
     "commands:\n"
     "  extract IMAGE... --out DIR   keypoints + descriptors per image (.npz or .json)\n"
     "  quickstart [IMAGE]           keypoints.png, keypoints.json, descriptors.npy for one image\n"
+    "  serve [--port 8000]          HTTP server: POST /v1/keypoints, /healthz, /readyz, /metrics\n"
     "  info                         version, backend, CPU features, weights location\n"
     "Run 'superpoint-rt <command> --help' for the options of a command.\n";
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     if (cmd == "extract") return extract_main(argc, argv);
     if (cmd == "quickstart") return quickstart_main(argc, argv);
     if (cmd == "info") return info_main(argc, argv);
+    if (cmd == "serve") return serve_main(argc, argv);
     if (cmd == "--version" || cmd == "version") {
       std::cout << "superpoint-rt " << superpoint_rt::version() << "\n";
       return 0;

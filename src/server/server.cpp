@@ -1,0 +1,637 @@
+#include "server/server.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <set>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/codec.hpp"
+
+namespace superpoint_rt::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+// An HTTP failure with its status, a short machine-readable type and a message for people.
+struct HttpError {
+  int status = 500;
+  std::string type;
+  std::string message;
+};
+
+// The HTTP status of a library error kind (errors.hpp states the mapping).
+int status_of(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::InvalidArgument:
+    case ErrorKind::TypeMismatch: return 422;
+    case ErrorKind::DecodeError: return 400;
+    case ErrorKind::TooLarge: return 413;
+    case ErrorKind::UnsupportedFormat: return 415;
+    case ErrorKind::Closed: return 503;
+    case ErrorKind::NotFound:
+    case ErrorKind::Io: return 400;
+    case ErrorKind::Model:
+    case ErrorKind::Internal: return 500;
+  }
+  return 500;
+}
+
+HttpError from_error(const Error& e) {
+  return {status_of(e.kind()), to_string(e.kind()), e.what()};
+}
+
+json error_json(const HttpError& e) {
+  return {{"error", {{"code", e.status}, {"type", e.type}, {"message", e.message}}}};
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, const HttpError& e) {
+  if (e.status == 503) res.set_header("Retry-After", "1");
+  send_json(res, e.status, error_json(e));
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "image/png; charset=x" -> "image/png".
+std::string media_type(const std::string& content_type) {
+  std::string t = lower(content_type.substr(0, content_type.find(';')));
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(t.begin());
+  return t;
+}
+
+constexpr const char* kAllowedQuery =
+    "max_keypoints, keypoint_threshold, nms_radius, return_descriptors, grayscale, format";
+constexpr const char* kFormHint =
+    "a form-urlencoded body is not an image: send the image bytes with Content-Type image/* or "
+    "application/octet-stream (curl: --data-binary @img.jpg -H 'Content-Type: image/jpeg'), or as the multipart "
+    "field 'image' (curl -F image=@img.jpg)";
+
+struct RequestOptions {
+  Params params;
+  bool npz = false;
+};
+
+int parse_int_param(const std::string& name, const std::string& v, long long lo, long long hi,
+                    const std::string& range) {
+  long long x = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size())
+    throw HttpError{422, "InvalidArgument", name + ": '" + v + "' is not an integer (allowed: " + range + ")"};
+  if (x < lo || x > hi)
+    throw HttpError{422, "InvalidArgument", name + ": " + v + " is out of range (allowed: " + range + ")"};
+  return static_cast<int>(x);
+}
+
+float parse_float_param(const std::string& name, const std::string& v, const std::string& range) {
+  char* end = nullptr;
+  errno = 0;
+  const float x = std::strtof(v.c_str(), &end);
+  if (v.empty() || std::isspace(static_cast<unsigned char>(v.front())) || end != v.c_str() + v.size() ||
+      errno == ERANGE)
+    throw HttpError{422, "InvalidArgument", name + ": '" + v + "' is not a number (allowed: " + range + ")"};
+  if (!(x >= 0.0f && x <= 1.0f))  // NaN fails too
+    throw HttpError{422, "InvalidArgument", name + ": " + v + " is out of range (allowed: " + range + ")"};
+  return x;
+}
+
+bool parse_bool_param(const std::string& name, const std::string& v) {
+  const std::string l = lower(v);
+  if (l == "true" || l == "1") return true;
+  if (l == "false" || l == "0") return false;
+  throw HttpError{422, "TypeMismatch", name + ": '" + v + "' is not a boolean (allowed: true, false, 1, 0)"};
+}
+
+// Query fields with SPEC's names, defaults and ranges; anything else is refused by name (nothing is ignored).
+RequestOptions parse_request_options(const httplib::Request& req) {
+  RequestOptions o;
+  const std::size_t q = req.target.find('?');
+  const auto fields =
+      parse_query(q == std::string::npos ? std::string_view{} : std::string_view(req.target).substr(q + 1));
+  std::set<std::string> seen;
+  for (const auto& [name, value] : fields) {
+    if (!seen.insert(name).second)
+      throw HttpError{422, "InvalidArgument", "query parameter '" + name + "' is given more than once"};
+    if (name == "max_keypoints")
+      o.params.max_keypoints =
+          parse_int_param(name, value, Params::kMaxKeypointsMin, Params::kMaxKeypointsMax, "-1..307200, -1 = all");
+    else if (name == "keypoint_threshold")
+      o.params.keypoint_threshold = parse_float_param(name, value, "0..1");
+    else if (name == "nms_radius")
+      o.params.nms_radius = parse_int_param(name, value, 0, Params::kNmsRadiusMax, "0..32");
+    else if (name == "return_descriptors")
+      o.params.return_descriptors = parse_bool_param(name, value);
+    else if (name == "grayscale")
+      o.params.grayscale = parse_bool_param(name, value);
+    else if (name == "format") {
+      if (value != "json" && value != "npz")
+        throw HttpError{422, "InvalidArgument", "format: '" + value + "' is not json or npz"};
+      o.npz = value == "npz";
+    } else {
+      throw HttpError{422, "InvalidArgument",
+                      "unknown query parameter '" + name + "' (allowed: " + std::string(kAllowedQuery) + ")"};
+    }
+  }
+  if (!seen.count("format") && req.get_header_value("Accept").find("application/x-npz") != std::string::npos)
+    o.npz = true;
+  try {
+    o.params.validate();
+  } catch (const Error& e) {
+    throw HttpError{422, to_string(e.kind()), e.what()};
+  }
+  return o;
+}
+
+// One encoded image of a request, viewing bytes owned by the httplib::Request.
+struct ImagePart {
+  std::span<const std::uint8_t> bytes;
+  std::string name;
+};
+
+std::span<const std::uint8_t> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+// Checks the body's content type; multipart bodies give their 'image' fields (in order), others the raw body.
+std::vector<ImagePart> image_parts(const httplib::Request& req, bool batch) {
+  const std::string type = media_type(req.get_header_value("Content-Type"));
+  std::vector<ImagePart> parts;
+  if (type == "multipart/form-data") {
+    // std::multimap keeps equal keys in insertion order, so repeated 'image' fields stay in request order.
+    const auto [first, last] = req.files.equal_range("image");
+    int i = 0;
+    for (auto it = first; it != last; ++it, ++i) {
+      std::string name = it->second.filename.empty() ? "image" : it->second.filename;
+      if (batch) name = "image[" + std::to_string(i) + "] (" + name + ")";
+      parts.push_back({as_bytes(it->second.content), std::move(name)});
+    }
+    if (parts.empty()) {
+      std::string fields;
+      for (const auto& [k, v] : req.files) fields += (fields.empty() ? "" : ", ") + ("'" + k + "'");
+      throw HttpError{400, "DecodeError",
+                      "the multipart body has no field 'image'" + (fields.empty() ? "" : " (fields: " + fields + ")")};
+    }
+    if (!batch && parts.size() > 1)
+      throw HttpError{400, "DecodeError",
+                      "the multipart body has " + std::to_string(parts.size()) +
+                          " 'image' fields; send several images to /v1/keypoints/batch"};
+    return parts;
+  }
+  if (batch)
+    throw HttpError{415, "UnsupportedFormat",
+                    "/v1/keypoints/batch needs a multipart/form-data body with one 'image' field per image, not '" +
+                        (type.empty() ? std::string("no content type") : type) + "'"};
+  if (type == "application/x-www-form-urlencoded") throw HttpError{415, "UnsupportedFormat", kFormHint};
+  if (!type.empty() && type != "application/octet-stream" && type.rfind("image/", 0) != 0)
+    throw HttpError{415, "UnsupportedFormat",
+                    "unsupported content type '" + type +
+                        "' (allowed: image/*, application/octet-stream, multipart/form-data with a field 'image')"};
+  parts.push_back({as_bytes(req.body), "request body"});
+  return parts;
+}
+
+// Header checks before any pixel is decoded: empty (400), unknown magic (415), corrupt header (400), too many
+// pixels (413).
+void check_image(const ImagePart& part, std::int64_t max_pixels) {
+  if (part.bytes.empty())
+    throw HttpError{400, "DecodeError",
+                    part.name + " is empty: send the encoded image (" + std::string(supported_formats()) + ")"};
+  if (sniff_format(part.bytes) == ImageFormat::Unknown)
+    throw HttpError{415, "UnsupportedFormat",
+                    part.name + " is not a supported image (supported: " + std::string(supported_formats()) + ")"};
+  ImageInfo info;
+  try {
+    info = probe_image(part.bytes, part.name);
+  } catch (const Error& e) {
+    throw from_error(e);
+  }
+  const std::int64_t pixels = static_cast<std::int64_t>(info.width) * info.height;
+  if (pixels > max_pixels)
+    throw HttpError{413, "TooLarge",
+                    part.name + " is " + std::to_string(info.width) + "x" + std::to_string(info.height) + " = " +
+                        std::to_string(pixels) + " pixels, over the limit of " + std::to_string(max_pixels) +
+                        " (--max-pixels)"};
+}
+
+// Per connection thread: when the current request's headers arrived and whether it counts as in flight.
+struct RequestState {
+  Clock::time_point start{};
+  bool pending = false;  // in_flight was incremented for this request
+  bool admitted = true;  // its headers arrived before the drain began
+};
+thread_local RequestState t_request;
+
+}  // namespace
+
+// The bounded wait for a worker slot.
+class Admission {
+ public:
+  Admission(int workers, int queue, Metrics& m) : workers_(workers), queue_(queue), metrics_(m) {}
+  enum class Result { Ok, Full, TimedOut };
+
+  Result acquire(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (running_ < workers_ && waiting_ == 0) {
+      ++running_;
+      return Result::Ok;
+    }
+    if (waiting_ >= queue_) return Result::Full;
+    ++waiting_;
+    metrics_.queue_depth.store(waiting_);
+    const bool ok = cv_.wait_until(lock, deadline, [&] { return running_ < workers_; });
+    --waiting_;
+    metrics_.queue_depth.store(waiting_);
+    if (!ok) return Result::TimedOut;
+    ++running_;
+    return Result::Ok;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  const int workers_, queue_;
+  Metrics& metrics_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int running_ = 0, waiting_ = 0;
+};
+
+// Holds a worker slot for a scope.
+class Slot {
+ public:
+  Slot(Admission& a, Metrics& m) : a_(a), m_(m) { ++m_.busy_workers; }
+  ~Slot() {
+    --m_.busy_workers;
+    a_.release();
+  }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  Admission& a_;
+  Metrics& m_;
+};
+
+// httplib keeps the listening socket protected; this subclass raises the accept backlog (Debian's build listens
+// with a backlog of 5, which makes bursts of new connections wait for SYN retransmits).
+class ListeningServer : public httplib::Server {
+ public:
+  void raise_backlog(int backlog) {
+    const int fd = svr_sock_;
+    if (fd >= 0) ::listen(fd, backlog);
+  }
+};
+
+struct HttpServer::Impl {
+  ServerConfig cfg;
+  Metrics& metrics;
+  ListeningServer http;
+  Admission admission;
+  std::thread listener;
+  std::atomic<bool> ready{false};
+  std::atomic<bool> draining{false};
+  SuperPoint model;  // written once before `ready` is set (release), read after it is seen (acquire)
+  ModelInfo model_info;
+
+  Impl(ServerConfig c, Metrics& m) : cfg(std::move(c)), metrics(m), admission(cfg.workers, cfg.queue, m) {}
+
+  // 503 while loading, and for requests that arrived after the drain began.
+  void check_available() const {
+    if (!t_request.admitted)
+      throw HttpError{503, "ShuttingDown", "the server is shutting down; retry on another replica"};
+    if (!ready.load(std::memory_order_acquire))
+      throw HttpError{503, "NotReady", "the model is still loading; retry when /readyz returns 200"};
+  }
+
+  Slot admit(Clock::time_point arrived) {
+    const auto deadline =
+        arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg.timeout_s));
+    switch (admission.acquire(deadline)) {
+      case Admission::Result::Ok: return Slot(admission, metrics);
+      case Admission::Result::Full:
+        throw HttpError{503, "Overloaded",
+                        "all " + std::to_string(cfg.workers) + " workers are busy and " + std::to_string(cfg.queue) +
+                            " requests are waiting (--queue); retry later"};
+      case Admission::Result::TimedOut:
+        throw HttpError{
+            504, "Timeout",
+            "the request waited longer than " + json(cfg.timeout_s).dump() + " s for a worker (--timeout-s)"};
+    }
+    throw HttpError{500, "Internal", "unreachable"};
+  }
+
+  // Runs one checked image; errors become an HttpError.
+  Features run_one(const ImagePart& part, const Params& params) {
+    try {
+      Features f = model.run(ImageInput::bytes(part.bytes, part.name), params);
+      metrics.observe_image(f.timing_ms.decode, f.timing_ms.preprocess, f.timing_ms.forward, f.timing_ms.postprocess,
+                            f.size());
+      return f;
+    } catch (const Error& e) {
+      HttpError h = from_error(e);
+      metrics.observe_image_error(h.status);
+      throw h;
+    }
+  }
+
+  template <class F>
+  void guarded(httplib::Response& res, F&& body) {
+    try {
+      body();
+    } catch (const HttpError& e) {
+      send_error(res, e);
+    } catch (const Error& e) {
+      send_error(res, from_error(e));
+    } catch (const std::bad_alloc&) {
+      send_error(res, {503, "OutOfMemory", "the server ran out of memory for this request; retry later"});
+    } catch (const std::exception& e) {
+      send_error(res, {500, "Internal", std::string("internal error: ") + e.what()});
+    }
+  }
+
+  void handle_keypoints(const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const Clock::time_point arrived = Clock::now();
+      check_available();
+      const RequestOptions opt = parse_request_options(req);
+      const std::vector<ImagePart> parts = image_parts(req, false);
+      try {
+        check_image(parts[0], cfg.max_pixels);
+      } catch (const HttpError& e) {
+        metrics.observe_image_error(e.status);
+        throw;
+      }
+      Features f;
+      double queue_ms = 0;
+      {
+        Slot slot = admit(arrived);
+        queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
+        f = run_one(parts[0], opt.params);
+      }
+      res.status = 200;
+      if (opt.npz) {
+        const std::vector<std::uint8_t> npz = features_to_npz(f);
+        res.set_content(reinterpret_cast<const char*>(npz.data()), npz.size(), "application/x-npz");
+      } else {
+        res.set_content(features_to_json(f, queue_ms).dump(), "application/json");
+      }
+    });
+  }
+
+  void handle_batch(const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const Clock::time_point arrived = Clock::now();
+      check_available();
+      const RequestOptions opt = parse_request_options(req);
+      if (opt.npz)
+        throw HttpError{422, "InvalidArgument",
+                        "format: npz is available on /v1/keypoints only; /v1/keypoints/batch answers JSON"};
+      const std::vector<ImagePart> parts = image_parts(req, true);
+      std::vector<std::optional<HttpError>> errors(parts.size());
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        try {
+          check_image(parts[i], cfg.max_pixels);
+        } catch (const HttpError& e) {
+          metrics.observe_image_error(e.status);
+          errors[i] = e;
+        }
+      }
+      json results = json::array();
+      {
+        Slot slot = admit(arrived);
+        const double queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+          if (errors[i]) {
+            results.push_back(error_json(*errors[i]));
+            continue;
+          }
+          try {
+            results.push_back(features_to_json(run_one(parts[i], opt.params), queue_ms));
+          } catch (const HttpError& e) {
+            results.push_back(error_json(e));
+          }
+        }
+      }
+      send_json(res, 200, {{"results", std::move(results)}});
+    });
+  }
+
+  json info_json() const {
+    json j;
+    j["version"] = version();
+    j["ready"] = ready.load(std::memory_order_acquire);
+    if (j["ready"].get<bool>()) {
+      j["model"] = model_info.model;
+      j["revision"] = model_info.revision;
+      j["weights_dir"] = model_info.weights_dir;
+      j["source"] = model_info.source;
+      j["backend"] = model_info.backend;
+      j["device"] = model_info.device;
+      j["precision"] = model_info.precision;
+      j["threads"] = model_info.threads;
+      j["cpu_features"] = model_info.cpu_features;
+    }
+    j["limits"] = {{"max_body_bytes", cfg.max_body_bytes},
+                   {"max_pixels", cfg.max_pixels},
+                   {"workers", cfg.workers},
+                   {"queue", cfg.queue},
+                   {"timeout_s", cfg.timeout_s}};
+    j["params"] = {
+        {"max_keypoints", {{"default", 1024}, {"min", Params::kMaxKeypointsMin}, {"max", Params::kMaxKeypointsMax}}},
+        {"keypoint_threshold", {{"default", 0.005}, {"min", 0}, {"max", 1}}},
+        {"nms_radius", {{"default", 4}, {"min", 0}, {"max", Params::kNmsRadiusMax}}},
+        {"return_descriptors", {{"default", true}}},
+        {"grayscale", {{"default", false}}}};
+    return j;
+  }
+
+  void install_routes() {
+    http.Post("/v1/keypoints", [this](const httplib::Request& q, httplib::Response& r) { handle_keypoints(q, r); });
+    http.Post("/v1/keypoints/batch", [this](const httplib::Request& q, httplib::Response& r) { handle_batch(q, r); });
+    http.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { send_json(r, 200, {{"status", "ok"}}); });
+    http.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {
+      if (draining.load())
+        send_error(r, {503, "ShuttingDown", "the server is shutting down"});
+      else if (!ready.load(std::memory_order_acquire))
+        send_error(r, {503, "NotReady", "the model is loading"});
+      else
+        send_json(r, 200, {{"status", "ready"}});
+    });
+    http.Get("/v1/info", [this](const httplib::Request&, httplib::Response& r) { send_json(r, 200, info_json()); });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+      r.status = 200;
+      r.set_content(metrics.render(cfg.workers, cfg.queue), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    // 405 for the known paths with another method (unknown paths fall through to 404 in the error handler).
+    auto not_allowed = [](const char* allow) {
+      return [allow](const httplib::Request& q, httplib::Response& r) {
+        r.set_header("Allow", allow);
+        send_error(r, {405, "MethodNotAllowed",
+                       "method " + q.method + " is not allowed on " + q.path + " (allowed: " + allow + ")"});
+      };
+    };
+    for (const char* p : {"/v1/keypoints", "/v1/keypoints/batch"}) {
+      http.Get(p, not_allowed("POST"));
+      http.Put(p, not_allowed("POST"));
+      http.Patch(p, not_allowed("POST"));
+      http.Delete(p, not_allowed("POST"));
+      http.Options(p, not_allowed("POST"));
+    }
+    for (const char* p : {"/healthz", "/readyz", "/v1/info", "/metrics"}) {
+      http.Post(p, not_allowed("GET, HEAD"));
+      http.Put(p, not_allowed("GET, HEAD"));
+      http.Patch(p, not_allowed("GET, HEAD"));
+      http.Delete(p, not_allowed("GET, HEAD"));
+      http.Options(p, not_allowed("GET, HEAD"));
+    }
+  }
+
+  void install_hooks() {
+    http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+      if (t_request.pending) --metrics.in_flight;  // the previous request on this thread ended without a log call
+      t_request = {Clock::now(), true, !draining.load()};
+      ++metrics.in_flight;
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      double seconds = -1;
+      if (t_request.pending) {
+        seconds = std::chrono::duration<double>(Clock::now() - t_request.start).count();
+        t_request.pending = false;
+        --metrics.in_flight;
+      }
+      metrics.observe_request(Metrics::endpoint_label(req.path), res.status, seconds);
+    });
+    // Errors raised by httplib itself (unknown route, oversized or malformed body) get the same JSON shape.
+    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      HttpError e{res.status, "HttpError", "HTTP error " + std::to_string(res.status)};
+      if (res.status == 404) {
+        e.type = "NotFound";
+        e.message = "no route " + req.method + " " + req.path +
+                    " (routes: POST /v1/keypoints, POST /v1/keypoints/batch, GET /healthz, GET /readyz, "
+                    "GET /v1/info, GET /metrics)";
+      } else if (res.status == 413) {
+        if (media_type(req.get_header_value("Content-Type")) == "application/x-www-form-urlencoded" &&
+            req.get_header_value<std::uint64_t>("Content-Length") <= static_cast<std::uint64_t>(cfg.max_body_bytes)) {
+          e = {415, "UnsupportedFormat", kFormHint};  // httplib caps form bodies at 8 KiB; the real issue is the type
+        } else {
+          e.type = "TooLarge";
+          e.message = "the request body is over the limit of " + std::to_string(cfg.max_body_bytes) +
+                      " bytes (--max-body-mb " + json(cfg.max_body_mb).dump() + ")";
+        }
+      } else if (res.status == 400) {
+        e.type = "BadRequest";
+        e.message = "malformed HTTP request (request line, headers or multipart body)";
+      }
+      send_error(res, e);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      send_error(res, {500, "Internal", "internal error: " + what});
+    });
+  }
+};
+
+HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::move(config), metrics_)) {
+  Impl& s = *impl_;
+  if (s.cfg.connections <= 0) s.cfg.connections = s.cfg.workers + s.cfg.queue + 16;
+  const auto threads = static_cast<std::size_t>(s.cfg.connections);
+  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.http.set_payload_max_length(static_cast<std::size_t>(s.cfg.max_body_bytes));
+  s.http.set_keep_alive_max_count(1000000);  // keep-alive connections stay open (load balancers, wrk)
+  s.http.set_keep_alive_timeout(5);
+  s.http.set_tcp_nodelay(true);  // responses are written in two sends (headers, body): no Nagle delay
+  s.install_routes();
+  s.install_hooks();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+int HttpServer::bind() {
+  Impl& s = *impl_;
+  int port = s.cfg.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.cfg.host);
+  } else if (!s.http.bind_to_port(s.cfg.host, port)) {
+    port = -1;
+  }
+  if (port <= 0)
+    throw Error(ErrorKind::Io, "cannot listen on " + s.cfg.host + ":" + std::to_string(s.cfg.port) +
+                                   " (address in use, or not an address of this machine)");
+  s.http.raise_backlog(1024);
+  return port;
+}
+
+void HttpServer::start() {
+  Impl& s = *impl_;
+  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+}
+
+void HttpServer::set_model(SuperPoint model) {
+  Impl& s = *impl_;
+  s.model_info = model.info();
+  s.model = std::move(model);
+  s.ready.store(true, std::memory_order_release);
+  metrics_.ready.store(true);
+}
+
+void HttpServer::begin_drain() {
+  impl_->draining.store(true);
+  metrics_.ready.store(false);
+}
+
+bool HttpServer::wait_idle(std::chrono::milliseconds limit) {
+  // Polling keeps the logger (which decrements in_flight on connection threads) free of any lock.
+  const auto deadline = Clock::now() + limit;
+  while (metrics_.in_flight.load() > 0) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  if (s.listener.joinable()) {
+    s.http.stop();
+    s.listener.join();
+  }
+  if (s.ready.load()) s.model.close();
+}
+
+}  // namespace superpoint_rt::server

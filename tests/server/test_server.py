@@ -1,0 +1,534 @@
+"""End-to-end tests of `superpoint-rt serve` (issue 4), driven the way a user would: urllib / http.client / raw
+sockets from Python's standard library, numpy to decode the arrays.
+
+Each server is started on 127.0.0.1 with --port 0 (the bound port is read from its stdout), the tests wait for
+/readyz, and the server is always stopped (SIGTERM, then SIGKILL if it hangs). The reference for every response is
+`superpoint-rt extract --format npz` of the same file with the same parameters.
+"""
+
+import base64
+import http.client
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import zlib
+
+import numpy as np
+import pytest
+
+CLI = os.environ.get("SUPERPOINT_RT_CLI", "")
+SHARED = os.environ.get("SUPERPOINT_RT_SHARED") or os.environ.get("SUPERPOINT_RT_SHARED_DEFAULT", "")
+WEIGHTS = os.path.join(SHARED, "weights", "superpoint")
+IMAGES = os.path.join(SHARED, "images")
+
+PNG_640 = "icl_250.png"  # 640x480 RGB PNG
+JPG_SMALL = "pt_piazza_san_marco_18627786_5929294590.jpg"  # 501x380 JPEG
+GRAY_PNG = "skimage_coins.png"  # 384x303 gray PNG
+JPG_MID = "lg_DSC_0410.JPG"  # 1024x682 JPEG
+JPG_BIG = "monstree_IMG_1027.JPG"  # 4032x3024 JPEG: slow enough to keep a worker busy
+
+
+def test_environment():
+    # Not a skip: a missing executable or data set is a failure.
+    assert CLI and os.access(CLI, os.X_OK), "SUPERPOINT_RT_CLI must name the built superpoint-rt executable"
+    assert os.path.isfile(os.path.join(WEIGHTS, "model.safetensors")), f"no weights under {WEIGHTS}"
+
+
+def image_bytes(name):
+    with open(os.path.join(IMAGES, name), "rb") as f:
+        return f.read()
+
+
+class Server:
+    """A running `superpoint-rt serve` process."""
+
+    def __init__(self, *extra, warmup="minimal"):
+        assert CLI, "SUPERPOINT_RT_CLI is not set"
+        self.errlog = tempfile.TemporaryFile()
+        cmd = [CLI, "serve", "--host", "127.0.0.1", "--port", "0", "--weights", WEIGHTS, "--warmup", warmup,
+               "--threads", "2", *extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.errlog, text=True)
+        line = self._read_line(timeout=30)
+        assert "listening on http://127.0.0.1:" in line, f"unexpected first line {line!r}"
+        self.port = int(line.rsplit(":", 1)[1])
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 180
+        while True:
+            status, _, _ = request(self, "GET", "/readyz")
+            if status == 200:
+                break
+            assert status == 503, status
+            assert self.proc.poll() is None, f"server exited: {self.stderr()}"
+            assert time.time() < deadline, "server not ready after 180 s"
+            time.sleep(0.2)
+
+    def _read_line(self, timeout):
+        out = []
+        t = threading.Thread(target=lambda: out.append(self.proc.stdout.readline()), daemon=True)
+        t.start()
+        t.join(timeout)
+        assert out, f"no output from the server within {timeout} s: {self.stderr()}"
+        return out[0].strip()
+
+    def stderr(self):
+        self.errlog.seek(0)
+        return self.errlog.read().decode(errors="replace")
+
+    def stop(self, timeout=60):
+        """SIGTERM and wait; returns the exit code (SIGKILL and fail when it hangs)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                pytest.fail(f"server did not stop within {timeout} s after SIGTERM")
+        return self.proc.returncode
+
+
+def request(srv, method, path, body=None, headers=None, timeout=120):
+    """(status, headers, body bytes) with urllib; HTTP errors are returned, not raised."""
+    req = urllib.request.Request(srv.base + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+    except (ConnectionError, urllib.error.URLError):
+        return -1, {}, b""
+
+
+def post_image(srv, name_or_bytes, query="", content_type="image/octet-stream", headers=None):
+    body = image_bytes(name_or_bytes) if isinstance(name_or_bytes, str) else name_or_bytes
+    h = {"Content-Type": content_type} if content_type else {}
+    h.update(headers or {})
+    return request(srv, "POST", "/v1/keypoints" + query, body, h)
+
+
+def multipart(fields):
+    """A multipart/form-data body from [(name, filename, bytes)], as a browser or requests would send it."""
+    boundary = "----sprt-test-boundary-7d3f"
+    out = io.BytesIO()
+    for name, filename, data in fields:
+        out.write(f"--{boundary}\r\n".encode())
+        out.write(f'Content-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'.encode())
+        out.write(b"Content-Type: application/octet-stream\r\n\r\n")
+        out.write(data)
+        out.write(b"\r\n")
+    out.write(f"--{boundary}--\r\n".encode())
+    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
+
+
+_ref_cache = {}
+
+
+def reference(name, flags=()):
+    """The CLI's float32 result for an image file: dict of numpy arrays."""
+    key = (name, tuple(flags))
+    if key not in _ref_cache:
+        with tempfile.TemporaryDirectory() as d:
+            cmd = [CLI, "extract", os.path.join(IMAGES, name), "--out", d, "--format", "npz", "--weights", WEIGHTS,
+                   "--quiet", *flags]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            assert r.returncode == 0, r.stderr
+            with np.load(os.path.join(d, name + ".npz")) as z:
+                _ref_cache[key] = {k: z[k] for k in z.files}
+    return _ref_cache[key]
+
+
+def check_json_result(res, ref, descriptors=True):
+    kp = np.asarray(res["keypoints"], dtype=np.float64).reshape(-1, 2)
+    sc = np.asarray(res["scores"], dtype=np.float64)
+    assert kp.shape == ref["keypoints"].shape
+    # Rounded to 3 / 6 decimals on the server: within half a unit of the last place of the exact float32 values.
+    np.testing.assert_array_less(np.abs(kp - ref["keypoints"].astype(np.float64)), 0.0005 + 1e-9)
+    np.testing.assert_array_less(np.abs(sc - ref["scores"].astype(np.float64)), 0.0000005 + 1e-12)
+    assert res["image_size"] == [int(v) for v in ref["image_size"]]
+    assert res["scale"] == pytest.approx([float(v) for v in ref["scale"]], rel=1e-7)
+    assert set(res["timing_ms"]) >= {"decode", "preprocess", "forward", "postprocess"}
+    if descriptors:
+        d = res["descriptors"]
+        assert d["dtype"] == "float16" and d["shape"] == [len(sc), 256]
+        arr = np.frombuffer(base64.b64decode(d["data"]), dtype="<f2").reshape(d["shape"])
+        # Bit-identical to numpy's own float32 -> float16 conversion (round to nearest even) of the CLI output.
+        np.testing.assert_array_equal(arr.view(np.uint16), ref["descriptors"].astype(np.float16).view(np.uint16))
+    else:
+        assert res["descriptors"] is None
+
+
+def check_npz_result(body, ref, descriptors=True):
+    with np.load(io.BytesIO(body)) as z:
+        assert z["keypoints"].dtype == np.float32 and z["scores"].dtype == np.float32
+        np.testing.assert_array_equal(z["keypoints"], ref["keypoints"])
+        np.testing.assert_array_equal(z["scores"], ref["scores"])
+        np.testing.assert_array_equal(z["image_size"], ref["image_size"])
+        if descriptors:
+            assert z["descriptors"].dtype == np.float16
+            np.testing.assert_array_equal(z["descriptors"].view(np.uint16),
+                                          ref["descriptors"].astype(np.float16).view(np.uint16))
+        else:
+            assert "descriptors" not in z.files
+
+
+def assert_error(status, headers, body, code):
+    assert status == code, (status, body[:300])
+    assert headers["Content-Type"].startswith("application/json")
+    err = json.loads(body)["error"]
+    assert err["code"] == code and isinstance(err["message"], str) and err["message"]
+    return err["message"]
+
+
+@pytest.fixture(scope="module")
+def srv():
+    s = Server("--workers", "2", "--queue", "32", "--max-body-mb", "8", "--max-pixels", "40000000")
+    try:
+        yield s
+    finally:
+        assert s.stop() == 0, s.stderr()
+
+
+# --- service endpoints -----------------------------------------------------------------------------------------
+
+
+def test_health_ready_info_metrics(srv):
+    status, _, body = request(srv, "GET", "/healthz")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    status, _, body = request(srv, "GET", "/readyz")
+    assert status == 200
+    status, _, body = request(srv, "GET", "/v1/info")
+    info = json.loads(body)
+    assert status == 200 and info["ready"] is True
+    assert info["backend"] and info["precision"] == "fp32" and "revision" in info and info["model"] == WEIGHTS
+    assert info["limits"]["max_body_bytes"] == 8 * 1024 * 1024 and info["limits"]["max_pixels"] == 40000000
+    assert post_image(srv, PNG_640, "?max_keypoints=5")[0] == 200
+    # A request is counted right after its response is written, so the client may see /metrics a moment earlier.
+    deadline = time.time() + 10
+    while True:
+        status, headers, body = request(srv, "GET", "/metrics")
+        text = body.decode()
+        assert status == 200 and headers["Content-Type"].startswith("text/plain")
+        if 'endpoint="/v1/keypoints",status="200"' in text or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    for name in ["superpoint_rt_http_requests_total{endpoint=\"/v1/keypoints\",status=\"200\"}",
+                 "superpoint_rt_http_request_duration_seconds_bucket{endpoint=\"/v1/keypoints\",le=\"+Inf\"}",
+                 "superpoint_rt_queue_depth ", "superpoint_rt_in_flight_requests ",
+                 "superpoint_rt_images_decoded_total "]:
+        assert name in text, name
+    decoded = [ln for ln in text.splitlines() if ln.startswith("superpoint_rt_images_decoded_total ")]
+    assert int(decoded[0].split()[1]) >= 1
+
+
+# --- equality with the library --------------------------------------------------------------------------------
+
+CASES = [
+    (PNG_640, "", []),
+    (JPG_SMALL, "", []),
+    (GRAY_PNG, "", []),
+    (JPG_MID, "?max_keypoints=100&nms_radius=2&keypoint_threshold=0.01",
+     ["--max-keypoints", "100", "--nms-radius", "2", "--keypoint-threshold", "0.01"]),
+    (PNG_640, "?grayscale=true&max_keypoints=-1", ["--grayscale", "--max-keypoints", "-1"]),
+]
+
+
+@pytest.mark.parametrize("name,query,flags", CASES)
+def test_json_equals_cli(srv, name, query, flags):
+    status, headers, body = post_image(srv, name, query, content_type="image/jpeg")
+    assert status == 200, body[:300]
+    assert headers["Content-Type"] == "application/json"
+    check_json_result(json.loads(body), reference(name, flags))
+
+
+@pytest.mark.parametrize("name,query,flags", CASES[:2] + CASES[3:4])
+def test_npz_equals_cli(srv, name, query, flags):
+    q = query + ("&" if query else "?") + "format=npz"
+    status, headers, body = post_image(srv, name, q)
+    assert status == 200 and headers["Content-Type"] == "application/x-npz"
+    check_npz_result(body, reference(name, flags))
+    # The Accept header selects the same body.
+    status, headers, body2 = post_image(srv, name, query, headers={"Accept": "application/x-npz"})
+    assert status == 200 and headers["Content-Type"] == "application/x-npz"
+    check_npz_result(body2, reference(name, flags))
+
+
+def test_no_descriptors(srv):
+    ref = reference(JPG_SMALL, ["--no-descriptors"])
+    status, _, body = post_image(srv, JPG_SMALL, "?return_descriptors=false")
+    assert status == 200
+    check_json_result(json.loads(body), ref, descriptors=False)
+    status, _, body = post_image(srv, JPG_SMALL, "?return_descriptors=0&format=npz")
+    check_npz_result(body, ref, descriptors=False)
+
+
+def test_multipart_single(srv):
+    body, ctype = multipart([("image", JPG_SMALL, image_bytes(JPG_SMALL))])
+    status, _, resp = request(srv, "POST", "/v1/keypoints", body, {"Content-Type": ctype})
+    assert status == 200, resp[:300]
+    check_json_result(json.loads(resp), reference(JPG_SMALL))
+
+
+def test_batch_in_order_with_error_entry(srv):
+    files = [("image", PNG_640, image_bytes(PNG_640)), ("image", "bad.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 40),
+             ("image", JPG_SMALL, image_bytes(JPG_SMALL)), ("image", "notes.txt", b"hello world"),
+             ("image", GRAY_PNG, image_bytes(GRAY_PNG))]
+    body, ctype = multipart(files)
+    status, _, resp = request(srv, "POST", "/v1/keypoints/batch?max_keypoints=200", body, {"Content-Type": ctype})
+    assert status == 200, resp[:300]
+    results = json.loads(resp)["results"]
+    assert len(results) == 5
+    flags = ["--max-keypoints", "200"]
+    check_json_result(results[0], reference(PNG_640, flags))
+    assert results[1]["error"]["code"] == 400
+    check_json_result(results[2], reference(JPG_SMALL, flags))
+    assert results[3]["error"]["code"] == 415
+    check_json_result(results[4], reference(GRAY_PNG, flags))
+
+
+def test_keep_alive_reuses_connection(srv):
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        data = image_bytes(JPG_SMALL)
+        sockets = set()
+        for _ in range(3):
+            conn.request("POST", "/v1/keypoints?max_keypoints=10", body=data, headers={"Content-Type": "image/jpeg"})
+            r = conn.getresponse()
+            assert r.status == 200
+            assert len(json.loads(r.read())["scores"]) == 10
+            sockets.add(id(conn.sock))
+        assert len(sockets) == 1 and conn.sock is not None  # one TCP connection served all three
+    finally:
+        conn.close()
+
+
+# --- errors -------------------------------------------------------------------------------------------------------
+
+
+def huge_png_header(w, h):
+    """A PNG whose header claims w x h pixels, with no pixel data: refused before any decoding."""
+    def chunk(tag, data):
+        return len(data).to_bytes(4, "big") + tag + data + zlib.crc32(tag + data).to_bytes(4, "big")
+    ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+
+
+def test_error_400_empty_and_undecodable(srv):
+    assert_error(*post_image(srv, b""), 400)
+    truncated = image_bytes(JPG_SMALL)[:2000]
+    assert_error(*post_image(srv, truncated), 400)
+    assert_error(*post_image(srv, b"\x89PNG\r\n\x1a\n" + b"\x00" * 100), 400)
+
+
+def test_error_413_body_and_pixels(srv):
+    msg = assert_error(*post_image(srv, b"\xff\xd8\xff" + b"\0" * (9 * 1024 * 1024)), 413)
+    assert "8388608" in msg
+    msg = assert_error(*post_image(srv, huge_png_header(8000, 6000)), 413)  # 48 MP > --max-pixels 40 MP
+    assert "40000000" in msg and "8000x6000" in msg
+    # The library's own limit would let this through; the server still answers a normal image afterwards.
+    assert post_image(srv, JPG_SMALL, "?max_keypoints=1")[0] == 200
+
+
+def test_error_415(srv):
+    assert_error(*post_image(srv, JPG_SMALL, content_type="text/plain"), 415)
+    assert_error(*post_image(srv, b"GIF87?not really" + b"\0" * 64), 415)
+    assert_error(*post_image(srv, b"just some text, not an image"), 415)
+    msg = assert_error(*post_image(srv, JPG_SMALL, content_type="application/x-www-form-urlencoded"), 415)
+    assert "Content-Type" in msg
+
+
+@pytest.mark.parametrize("query,word", [
+    ("?foo=1", "foo"), ("?max_keypoints=abc", "max_keypoints"), ("?max_keypoints=1.5", "max_keypoints"),
+    ("?max_keypoints=307201", "max_keypoints"), ("?max_keypoints=-2", "max_keypoints"),
+    ("?keypoint_threshold=x", "keypoint_threshold"), ("?keypoint_threshold=nan", "keypoint_threshold"),
+    ("?keypoint_threshold=1.5", "keypoint_threshold"), ("?nms_radius=33", "nms_radius"),
+    ("?return_descriptors=maybe", "return_descriptors"), ("?grayscale=2", "grayscale"),
+    ("?format=xml", "format"), ("?nms_radius=1&nms_radius=2", "nms_radius"), ("?bgr=true", "bgr"),
+])
+def test_error_422_names_the_parameter(srv, query, word):
+    msg = assert_error(*post_image(srv, JPG_SMALL, query), 422)
+    assert word in msg
+
+
+def test_error_404_405(srv):
+    assert_error(*request(srv, "GET", "/v2/nothing"), 404)
+    assert_error(*request(srv, "POST", "/nothing", b"x", {"Content-Type": "image/png"}), 404)
+    status, headers, body = request(srv, "GET", "/v1/keypoints")
+    assert_error(status, headers, body, 405)
+    assert headers["Allow"] == "POST"
+    assert_error(*request(srv, "POST", "/healthz", b"", {}), 405)
+    assert_error(*request(srv, "DELETE", "/v1/keypoints/batch"), 405)
+
+
+# --- misbehaving clients ------------------------------------------------------------------------------------------
+
+
+def raw_request_head(port, length, ctype="image/jpeg", path="/v1/keypoints?max_keypoints=50"):
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Length: {length}\r\nConnection: close\r\n\r\n").encode()
+
+
+def read_http_response(sock):
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, body
+
+
+def test_slow_client(srv):
+    data = image_bytes(JPG_SMALL)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as s:
+        s.sendall(raw_request_head(srv.port, len(data)))
+        step = len(data) // 20 + 1
+        for i in range(0, len(data), step):  # ~2 s for the body, in 20 pieces
+            s.sendall(data[i:i + step])
+            time.sleep(0.1)
+        status, body = read_http_response(s)
+    assert status == 200
+    check_json_result(json.loads(body), reference(JPG_SMALL, ["--max-keypoints", "50"]))
+
+
+def metric(srv, name):
+    text = request(srv, "GET", "/metrics")[2].decode()
+    return float([ln for ln in text.splitlines() if ln.startswith(name + " ")][0].split()[1])
+
+
+def test_client_disconnects(srv):
+    data = image_bytes(JPG_MID)
+    for _ in range(10):  # mid-body
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(raw_request_head(srv.port, len(data)) + data[:len(data) // 3])
+        s.close()
+    for _ in range(5):  # after the body, before the answer
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(raw_request_head(srv.port, len(data)) + data)
+        s.close()
+    for _ in range(5):  # in the middle of the headers
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(b"POST /v1/keypoints HTTP/1.1\r\nContent-Le")
+        s.close()
+    # Still serving, correct answers, and nothing left counted in flight once the dropped requests are done
+    # (only the /metrics request itself).
+    status, _, body = post_image(srv, JPG_SMALL, "?max_keypoints=50")
+    assert status == 200
+    check_json_result(json.loads(body), reference(JPG_SMALL, ["--max-keypoints", "50"]))
+    deadline = time.time() + 30
+    while metric(srv, "superpoint_rt_in_flight_requests") > 1:
+        assert time.time() < deadline, "requests of disconnected clients still counted in flight"
+        time.sleep(0.2)
+    assert srv.proc.poll() is None
+
+
+def test_eight_concurrent_clients(srv):
+    names = [PNG_640, JPG_SMALL, GRAY_PNG, JPG_MID]
+    results = {}
+    errors = []
+
+    def client(i):
+        try:
+            for k in range(3):
+                name = names[(i + k) % len(names)]
+                status, _, body = post_image(srv, name, "?max_keypoints=300")
+                results[(i, k)] = (name, status, body)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors and len(results) == 24
+    for name, status, body in results.values():
+        assert status == 200, body[:300]
+        check_json_result(json.loads(body), reference(name, ["--max-keypoints", "300"]))
+
+
+# --- overload, timeouts, shutdown (servers of their own) --------------------------------------------------------
+
+
+def concurrent_posts(srv, n, name, query="?max_keypoints=10"):
+    data = image_bytes(name)
+    barrier = threading.Barrier(n)
+    out = [None] * n
+
+    def go(i):
+        barrier.wait()
+        out[i] = post_image(srv, data, query)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return out
+
+
+def test_503_when_queue_full():
+    s = Server("--workers", "1", "--queue", "1", warmup="none")
+    try:
+        out = concurrent_posts(s, 6, JPG_BIG)
+        codes = [o[0] for o in out]
+        assert set(codes) <= {200, 503}, codes
+        assert codes.count(200) >= 2 and codes.count(503) >= 1, codes  # 1 running + 1 queued; the rest refused
+        for status, headers, body in out:
+            if status == 503:
+                assert headers["Retry-After"] == "1"
+                assert_error(status, headers, body, 503)
+        deadline = time.time() + 10
+        while 'endpoint="/v1/keypoints",status="503"' not in request(s, "GET", "/metrics")[2].decode():
+            assert time.time() < deadline, "503s not counted in /metrics"
+            time.sleep(0.05)
+    finally:
+        assert s.stop() == 0, s.stderr()
+
+
+def test_504_when_waiting_too_long():
+    s = Server("--workers", "1", "--queue", "8", "--timeout-s", "0.05", warmup="none")
+    try:
+        out = concurrent_posts(s, 4, JPG_BIG)
+        codes = [o[0] for o in out]
+        assert set(codes) <= {200, 504}, codes
+        assert codes.count(200) >= 1 and codes.count(504) >= 1, codes
+        for status, headers, body in out:
+            if status == 504:
+                assert_error(status, headers, body, 504)
+    finally:
+        assert s.stop() == 0, s.stderr()
+
+
+def test_graceful_shutdown():
+    s = Server("--workers", "2", warmup="none")
+    data = image_bytes(JPG_SMALL)
+    try:
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+        sock.sendall(raw_request_head(s.port, len(data)) + data[:1000])  # in flight: headers received
+        time.sleep(0.3)
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        # A new request after the signal is refused while the old one is still being received.
+        status, headers, body = post_image(s, JPG_SMALL)
+        assert_error(status, headers, body, 503)
+        assert request(s, "GET", "/readyz")[0] == 503
+        sock.sendall(data[1000:])  # the in-flight request finishes normally
+        status, body = read_http_response(sock)
+        sock.close()
+        assert status == 200
+        check_json_result(json.loads(body), reference(JPG_SMALL, ["--max-keypoints", "50"]))
+        s.proc.wait(30)
+        assert s.proc.returncode == 0, s.stderr()
+        assert "stopped" in s.stderr()
+    finally:
+        s.stop()

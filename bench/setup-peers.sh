@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the benchmark's peers into bench/.venv (gitignored): onnxruntime (the CPU peer), onnx (to build the
+# peer's graph from our safetensors), numpy. Never run by the build; run by bench/run.sh or by hand.
+#
+#   bash bench/setup-peers.sh               # onnxruntime + onnx + numpy
+#   bash bench/setup-peers.sh --with-torch  # also PyPI's torch (large: the default wheel carries CUDA libraries)
+#
+# Idempotent: an existing venv that already imports every requested package is left as it is (no network).
+# $SPRT_BENCH_PYTHON picks the interpreter that creates the venv (default /usr/bin/python3, Debian's, the same one
+# the project's tests use; any python3 >= 3.9 with the venv module works).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="$here/.venv"
+base_python="${SPRT_BENCH_PYTHON:-/usr/bin/python3}"
+[[ -x "$base_python" ]] || base_python="$(command -v python3)"
+
+with_torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) with_torch=1 ;;
+    -h | --help)
+      sed -n '2,10p' "${BASH_SOURCE[0]}"
+      exit 0
+      ;;
+    *)
+      echo "setup-peers.sh: unknown argument '$arg' (expected --with-torch)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+modules=(onnxruntime onnx numpy)
+packages=(onnxruntime onnx numpy)
+if ((with_torch)); then
+  modules+=(torch)
+  packages+=(torch)
+fi
+
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup-peers: creating $venv with $base_python" >&2
+  "$base_python" -m venv "$venv"
+fi
+
+missing=()
+for i in "${!modules[@]}"; do
+  if ! "$venv/bin/python" -c "import ${modules[$i]}" 2>/dev/null; then
+    missing+=("${packages[$i]}")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup-peers: installing ${missing[*]} into $venv" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi
+
+"$venv/bin/python" - <<'EOF'
+import numpy, onnx, onnxruntime
+print(f"setup-peers: numpy {numpy.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__} "
+      f"({', '.join(onnxruntime.get_available_providers())})")
+EOF

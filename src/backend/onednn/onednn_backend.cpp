@@ -1,0 +1,436 @@
+// oneDNN backend: see onednn_backend.hpp.
+#include "backend/onednn/onednn_backend.hpp"
+
+#include <omp.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
+#include <vector>
+
+#include "superpoint_rt/errors.hpp"
+#include "util/cpu.hpp"
+
+namespace superpoint_rt::backend::onednn {
+namespace {
+
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+[[noreturn]] void internal(const std::string& where, const dnnl::error& e) {
+  throw Error(ErrorKind::Internal, "oneDNN failure in " + where + ": " + e.what());
+}
+
+// SUPERPOINT_RT_ISA caps our own kernels; apply the same cap to oneDNN's JIT so that "avx2" really exercises an
+// AVX2-only process. oneDNN only accepts this before its first JIT use, hence once per process.
+void apply_isa_cap_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* cap = std::getenv("SUPERPOINT_RT_ISA");
+    if (!cap || !*cap) return;
+    const util::Isa isa = util::best_isa();
+    try {
+      if (isa == util::Isa::Avx2) dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+      if (isa == util::Isa::Scalar) dnnl::set_max_cpu_isa(dnnl::cpu_isa::sse41);  // oneDNN's lowest JIT level
+    } catch (const dnnl::error&) {
+      // Too late (oneDNN already dispatched): keep its default.
+    }
+  });
+}
+
+bool isa_has_avx512_core() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  using I = dnnl::cpu_isa;
+  for (I i : {I::avx512_core, I::avx512_core_vnni, I::avx512_core_bf16, I::avx512_core_amx}) {
+    if (isa == i) return true;
+  }
+  return false;
+}
+
+// SUPERPOINT_RT_CONV_ALGO is either one algorithm for every layer ("winograd") or a per-layer list
+// ("conv1b=winograd,score_a=direct"; "*=direct" sets unlisted layers, otherwise they follow the rule). Returns the
+// value for `label` ("" = rule).
+std::string layer_override(const char* env, const std::string& label) {
+  if (!env || !*env) return {};
+  const std::string v = env;
+  if (v.find('=') == std::string::npos) return v;
+  std::string fallback;  // "*=algo" sets the value for unlisted layers
+  std::size_t p = 0;
+  while (p <= v.size()) {
+    const std::size_t q = std::min(v.find(',', p), v.size());
+    const std::string item = v.substr(p, q - p);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      throw Error(ErrorKind::InvalidArgument, "SUPERPOINT_RT_CONV_ALGO entry \"" + item + "\" is not layer=algorithm");
+    }
+    if (item.substr(0, eq) == label) return item.substr(eq + 1);
+    if (item.substr(0, eq) == "*") fallback = item.substr(eq + 1);
+    p = q + 1;
+  }
+  return fallback;
+}
+
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : omp_get_num_procs();
+}
+
+// 64-byte aligned float storage (oneDNN's JIT kernels prefer cache-line aligned buffers).
+struct AlignedBuffer {
+  float* p = nullptr;
+  std::size_t bytes = 0;
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(std::size_t b) : bytes((b + 63) / 64 * 64) {
+    p = static_cast<float*>(std::aligned_alloc(64, bytes ? bytes : 64));
+    if (!p) throw Error(ErrorKind::Internal, "out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, bytes);
+  }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : p(std::exchange(o.p, nullptr)), bytes(o.bytes) {}
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    std::swap(p, o.p);
+    std::swap(bytes, o.bytes);
+    return *this;
+  }
+  ~AlignedBuffer() { std::free(p); }
+};
+
+struct Step {
+  dnnl::primitive prim;
+  std::vector<dnnl_exec_arg_t> args;  // prebuilt so that run() allocates nothing of its own
+  std::vector<memory> keep;           // the memories `args` points to
+};
+
+class OneDnnExecutor final : public Executor {
+ public:
+  OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, const dnnl::engine& eng);
+
+  int height() const override { return h_; }
+  int width() const override { return w_; }
+  float* input() override { return input_.p; }
+  void run(bool descriptors) override;
+  const float* logits() const override { return logits_.p; }
+  const float* descriptors() const override { return descriptors_.p; }
+  std::string plan_description() const override { return description_; }
+
+ private:
+  // An activation memory whose buffer is arena `arena` (0/1); the arenas are sized and attached at the end of plan.
+  memory activation(const memory::desc& d, int arena);
+  // Adds conv (+bias, +relu) reading `src`; returns its dst. `dst_external` (if given) is the output memory.
+  memory add_conv(std::vector<Step>& seq, const model::Conv& c, memory src, int hh, int ww, bool relu, int dst_arena,
+                  const memory* dst_external, const char* label);
+  memory add_pool(std::vector<Step>& seq, memory src, int dst_arena, const char* label);
+  void execute(std::vector<Step>& seq);
+
+  int h_, w_, hc_, wc_, threads_;
+  dnnl::engine eng_;
+  dnnl::stream stream_;
+  AlignedBuffer input_, logits_, descriptors_, arena_[2], scratch_;
+  std::vector<AlignedBuffer> reorder_buffers_;
+  std::vector<std::pair<memory, int>> placed_;  // activations waiting for their arena pointer
+  std::size_t arena_bytes_[2] = {0, 0}, scratch_bytes_ = 0;
+  std::vector<memory> weights_;  // reordered weights and biases (kept alive)
+  std::vector<Step> trunk_, desc_head_;
+  memory scratch_mem_;
+  std::string description_;
+  const char* algo_override_ = nullptr;
+  bool avx512_core_ = false;
+  int block_ = 8;  // channel block of the activation layout (16 on AVX-512, else 8)
+  tag block_tag_ = tag::nChw8c;
+};
+
+OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, const dnnl::engine& eng)
+    : h_(o.height), w_(o.width), hc_(o.height / 8), wc_(o.width / 8), threads_(threads), eng_(eng) {
+  if (h_ < 8 || w_ < 8 || h_ > 16384 || w_ > 16384) {
+    throw Error(ErrorKind::InvalidArgument, "network frame " + std::to_string(w_) + "x" + std::to_string(h_) +
+                                                " (width x height) out of range: each side must be in [8, 16384]");
+  }
+  algo_override_ = std::getenv("SUPERPOINT_RT_CONV_ALGO");
+  avx512_core_ = isa_has_avx512_core();
+  if (avx512_core_) {
+    block_ = 16;
+    block_tag_ = tag::nChw16c;
+  } else {  // AVX2 and SSE4.1 JIT kernels block channels by 8
+    block_ = 8;
+    block_tag_ = tag::nChw8c;
+  }
+  omp_set_num_threads(threads_);  // primitive creation reads the thread count (blocking heuristics)
+  try {
+    stream_ = dnnl::stream(eng_);
+    input_ = AlignedBuffer(sizeof(float) * static_cast<std::size_t>(h_) * w_);
+    const auto cells = static_cast<std::size_t>(hc_) * wc_;
+    logits_ = AlignedBuffer(sizeof(float) * cells * wt.score_b.out_channels);
+    descriptors_ = AlignedBuffer(sizeof(float) * cells * wt.descriptor_b.out_channels);
+
+    memory x(memory::desc({1, 1, h_, w_}, dt::f32, tag::nchw), eng_, input_.p);
+    int hh = h_, ww = w_, a = 0;
+    const char* names[8] = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
+    for (int i = 0; i < 8; ++i) {
+      x = add_conv(trunk_, wt.encoder[static_cast<std::size_t>(i)], x, hh, ww, true, a, nullptr, names[i]);
+      a ^= 1;
+      if (i == 1 || i == 3 || i == 5) {  // MaxPool2d(2, 2) after blocks 1-3 (floors odd sizes, as PyTorch)
+        static const char* pools[3] = {"pool1", "pool2", "pool3"};
+        x = add_pool(trunk_, x, a, pools[(i - 1) / 2]);
+        a ^= 1;
+        hh /= 2;
+        ww /= 2;
+      }
+    }
+    const memory trunk_out = x;  // conv4b output in arena a^1; both heads read it and write to arena a
+    memory lg(memory::desc({1, wt.score_b.out_channels, hc_, wc_}, dt::f32, tag::nhwc), eng_, logits_.p);
+    memory ds(memory::desc({1, wt.descriptor_b.out_channels, hc_, wc_}, dt::f32, tag::nhwc), eng_, descriptors_.p);
+    x = add_conv(trunk_, wt.score_a, trunk_out, hh, ww, true, a, nullptr, "score_a");
+    add_conv(trunk_, wt.score_b, x, hh, ww, false, a ^ 1, &lg, "score_b");
+    x = add_conv(desc_head_, wt.descriptor_a, trunk_out, hh, ww, true, a, nullptr, "descriptor_a");
+    add_conv(desc_head_, wt.descriptor_b, x, hh, ww, false, a ^ 1, &ds, "descriptor_b");
+
+    for (int i = 0; i < 2; ++i) arena_[i] = AlignedBuffer(arena_bytes_[i]);
+    for (auto& [m, ar] : placed_) m.set_data_handle(arena_[ar].p);
+    placed_.clear();
+    scratch_ = AlignedBuffer(scratch_bytes_);
+    scratch_mem_ = memory(memory::desc({static_cast<memory::dim>(scratch_bytes_)}, dt::u8, tag::x), eng_, scratch_.p);
+    for (auto* seq : {&trunk_, &desc_head_}) {
+      for (auto& s : *seq) {
+        for (auto& arg : s.args) {
+          if (arg.arg == DNNL_ARG_SCRATCHPAD) arg.memory = scratch_mem_.get();
+        }
+      }
+    }
+    if (!description_.empty()) description_.pop_back();
+  } catch (const dnnl::error& e) {
+    internal("plan", e);
+  }
+}
+
+memory OneDnnExecutor::activation(const memory::desc& d, int arena) {
+  memory m(d, eng_, DNNL_MEMORY_NONE);
+  arena_bytes_[arena] = std::max(arena_bytes_[arena], d.get_size());
+  placed_.emplace_back(m, arena);
+  return m;
+}
+
+memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, memory src, int hh, int ww, bool relu,
+                                int dst_arena, const memory* dst_external, const char* label) {
+  const memory::dim pad = c.kernel / 2;
+  const memory::desc src_any({1, c.in_channels, hh, ww}, dt::f32, tag::any);
+  // Activations in oneDNN's blocked layout for this ISA: the Winograd and the classic direct JIT kernels read and
+  // write it, so consecutive layers never need a reorder (format_tag::any would let oneDNN 2.6 pick channels-last
+  // for its brgemm kernels, which measured slower here and forces reorders around every Winograd layer).
+  const tag act = c.out_channels % block_ == 0 ? block_tag_ : tag::any;
+  const memory::desc w_any({c.out_channels, c.in_channels, c.kernel, c.kernel}, dt::f32, tag::any);
+  const memory::desc b_md({c.out_channels}, dt::f32, tag::x);
+  memory::desc dst_md =
+      dst_external ? dst_external->get_desc() : memory::desc({1, c.out_channels, hh, ww}, dt::f32, act);
+
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(po);
+  }
+  const ConvAlgo algo = choose_conv_algo({c.in_channels, c.out_channels, c.kernel, hh, ww}, avx512_core_,
+                                         layer_override(algo_override_, label).c_str());
+  auto make_pd = [&](dnnl::algorithm alg, const memory::desc& src_md) {
+    return dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src_md, w_any, b_md, dst_md, {1, 1},
+                                        {pad, pad}, {pad, pad}),
+        attr, eng_);
+  };
+  const dnnl::algorithm want = algo == ConvAlgo::Winograd ? dnnl::algorithm::convolution_winograd
+                               : algo == ConvAlgo::Auto   ? dnnl::algorithm::convolution_auto
+                                                          : dnnl::algorithm::convolution_direct;
+  std::string used = to_string(algo);
+  auto make_any_algo = [&](const memory::desc& src_md) {
+    try {
+      return make_pd(want, src_md);
+    } catch (const dnnl::error&) {
+      if (want == dnnl::algorithm::convolution_direct) throw;
+      used = std::string(to_string(algo)) + "->direct";  // no Winograd kernel for this shape / ISA
+      return make_pd(dnnl::algorithm::convolution_direct, src_md);
+    }
+  };
+  auto is_ref = [](const dnnl::convolution_forward::primitive_desc& p) {
+    return std::string(p.impl_info_str()).rfind("ref", 0) == 0;
+  };
+  // Prefer reading the producer's layout as it is (no reorder); let oneDNN pick when that has no fast kernel.
+  dnnl::convolution_forward::primitive_desc pd;
+  try {
+    pd = make_any_algo(src.get_desc());
+  } catch (const dnnl::error&) {
+  }
+  if (!pd || is_ref(pd)) pd = make_any_algo(src_any);
+  // Channels-last output with an odd channel count (65) has no JIT kernel on AVX2 / SSE4.1: let the convolution
+  // write its own layout and reorder into the output buffer instead of running oneDNN's slow reference kernel.
+  // The same when the blocked activation layout has no JIT kernel (conv1a on SSE4.1): any layout oneDNN likes.
+  bool reorder_out = false;
+  if (is_ref(pd)) {
+    dst_md = memory::desc({1, c.out_channels, hh, ww}, dt::f32, tag::any);
+    pd = make_any_algo(src_any);
+    reorder_out = dst_external != nullptr;
+  }
+  // The layout the convolution wants for its input; reorder once per run if the producer wrote another one.
+  if (pd.src_desc() != src.get_desc()) {
+    // The producer's output is still needed (both heads read conv4b's), so the reordered copy gets a buffer of
+    // its own rather than an arena slot (rare: only when two layers disagree on the layout).
+    AlignedBuffer buf(pd.src_desc().get_size());
+    memory r(pd.src_desc(), eng_, buf.p);
+    reorder_buffers_.push_back(std::move(buf));
+    Step s{dnnl::reorder(src, r), {{DNNL_ARG_FROM, src.get()}, {DNNL_ARG_TO, r.get()}}, {src, r}};
+    seq.push_back(std::move(s));
+    description_ += std::string(label) + "_in:reorder ";
+    src = r;
+  }
+  // Weights: OIHW user memory -> the primitive's preferred layout, once, here.
+  memory w_user(memory::desc({c.out_channels, c.in_channels, c.kernel, c.kernel}, dt::f32, tag::oihw), eng_,
+                const_cast<float*>(c.weight.data()));
+  memory w_prim(pd.weights_desc(), eng_);
+  dnnl::reorder(w_user, w_prim).execute(stream_, w_user, w_prim);
+  memory b_prim(pd.bias_desc(), eng_);
+  std::memcpy(b_prim.get_data_handle(), c.bias.data(), c.bias.size() * sizeof(float));
+  stream_.wait();
+  weights_.push_back(w_prim);
+  weights_.push_back(b_prim);
+
+  memory dst;
+  if (dst_external && !reorder_out) {
+    dst = *dst_external;
+  } else if (reorder_out) {
+    AlignedBuffer buf(pd.dst_desc().get_size());
+    dst = memory(pd.dst_desc(), eng_, buf.p);
+    reorder_buffers_.push_back(std::move(buf));
+  } else {
+    dst = activation(pd.dst_desc(), dst_arena);
+  }
+  scratch_bytes_ = std::max(scratch_bytes_, pd.scratchpad_desc().get_size());
+  Step s{dnnl::convolution_forward(pd),
+         {{DNNL_ARG_SRC, src.get()},
+          {DNNL_ARG_WEIGHTS, w_prim.get()},
+          {DNNL_ARG_BIAS, b_prim.get()},
+          {DNNL_ARG_DST, dst.get()},
+          {DNNL_ARG_SCRATCHPAD, nullptr}},
+         {src, w_prim, b_prim, dst}};
+  seq.push_back(std::move(s));
+  description_ += std::string(label) + ":" + used + "(" + pd.impl_info_str() + ") ";
+  if (reorder_out) {
+    Step r{dnnl::reorder(dst, *dst_external),
+           {{DNNL_ARG_FROM, dst.get()}, {DNNL_ARG_TO, dst_external->get()}},
+           {dst, *dst_external}};
+    seq.push_back(std::move(r));
+    description_ += std::string(label) + "_out:reorder ";
+    return *dst_external;
+  }
+  return dst;
+}
+
+memory OneDnnExecutor::add_pool(std::vector<Step>& seq, memory src, int dst_arena, const char* label) {
+  const auto sd = src.get_desc();
+  const auto dims = sd.dims();
+  const memory::desc dst_any({dims[0], dims[1], dims[2] / 2, dims[3] / 2}, dt::f32, tag::any);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::pooling_forward::primitive_desc pd(
+      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, sd, dst_any, {2, 2},
+                                  {2, 2}, {0, 0}, {0, 0}),
+      attr, eng_);
+  memory dst = activation(pd.dst_desc(), dst_arena);
+  scratch_bytes_ = std::max(scratch_bytes_, pd.scratchpad_desc().get_size());
+  Step s{dnnl::pooling_forward(pd),
+         {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, dst.get()}, {DNNL_ARG_SCRATCHPAD, nullptr}},
+         {src, dst}};
+  seq.push_back(std::move(s));
+  description_ += std::string(label) + ":max2x2(" + pd.impl_info_str() + ") ";
+  return dst;
+}
+
+void OneDnnExecutor::execute(std::vector<Step>& seq) {
+  for (auto& s : seq) {
+    const dnnl_status_t st =
+        dnnl_primitive_execute(s.prim.get(), stream_.get(), static_cast<int>(s.args.size()), s.args.data());
+    if (st != dnnl_success) {
+      throw Error(ErrorKind::Internal, "oneDNN primitive execution failed (status " + std::to_string(st) + ")");
+    }
+  }
+}
+
+void OneDnnExecutor::run(bool descriptors) {
+  omp_set_num_threads(threads_);
+  execute(trunk_);
+  if (descriptors) execute(desc_head_);
+  if (dnnl_stream_wait(stream_.get()) != dnnl_success) throw Error(ErrorKind::Internal, "oneDNN stream wait failed");
+}
+
+class OneDnnBackend final : public Backend {
+ public:
+  OneDnnBackend(const model::Weights& w, const BackendOptions& o) : weights_(w), threads_(resolve_threads(o.threads)) {
+    if (o.precision != "fp32") {
+      throw Error(ErrorKind::InvalidArgument,
+                  "precision \"" + o.precision + "\" is not offered by the oneDNN backend (supported: fp32)");
+    }
+    if (o.threads < 0) {
+      throw Error(ErrorKind::InvalidArgument,
+                  "threads = " + std::to_string(o.threads) + " is out of range (0 = all cores, or >= 1)");
+    }
+    apply_isa_cap_once();
+    try {
+      eng_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
+    } catch (const dnnl::error& e) {
+      internal("engine creation", e);
+    }
+  }
+  std::string name() const override { return "onednn"; }
+  std::string device() const override { return "cpu"; }
+  std::string precision() const override { return "fp32"; }
+  int threads() const override { return threads_; }
+  std::unique_ptr<Executor> plan(const PlanOptions& options) override {
+    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, eng_);
+  }
+
+ private:
+  model::Weights weights_;
+  int threads_;
+  dnnl::engine eng_;
+};
+
+}  // namespace
+
+const char* to_string(ConvAlgo a) noexcept {
+  switch (a) {
+    case ConvAlgo::Direct: return "direct";
+    case ConvAlgo::Winograd: return "winograd";
+    case ConvAlgo::Auto: return "auto";
+  }
+  return "direct";
+}
+
+ConvAlgo choose_conv_algo(const ConvShape& s, bool avx512_core, const char* override_value) {
+  if (override_value && *override_value) {
+    const std::string v = override_value;
+    if (v == "direct") return ConvAlgo::Direct;
+    if (v == "winograd") return ConvAlgo::Winograd;
+    if (v == "auto") return ConvAlgo::Auto;
+    throw Error(ErrorKind::InvalidArgument,
+                "SUPERPOINT_RT_CONV_ALGO=\"" + v + "\" is not one of direct, winograd, auto");
+  }
+  // The rule, from measurements on the development machine (Xeon with AVX-512, no AMX; oneDNN 2.6.3), see
+  // tests/backend/test_onednn.cpp and the numbers in the comments here:
+  //  * oneDNN's f32 Winograd needs avx512_core, 3x3 stride 1, IC and OC multiples of 16.
+  //  * With OC <= 128 oneDNN picks jit_fp32_wino_2x3 (F(2x2,3x3)): 1.6-2x faster than direct on conv1b..conv4b
+  //    (conv1b: 83 vs 135 ms per call at 1 thread), bit-identical at 1, 2 and 3 threads, and NOT less accurate
+  //    here: against a float64 evaluation of the network on golden/dense/icl_250 the softmax score error is
+  //    1.23e-6 with it, 1.79e-6 all-direct, 1.68e-6 for PyTorch itself (vs the PyTorch golden: 1.74e-6 / 4.9e-7).
+  //  * With OC = 256 (score_a, descriptor_a) oneDNN picks jit_wino_4x3 (F(4x4,3x3)), whose output changes with the
+  //    thread count (measured) and which is less accurate (all-Winograd: 2.6e-6 vs float64): direct.
+  //  * conv1a (IC = 1; Winograd measured 3x slower) and the 1x1 convolutions: direct.
+  if (!avx512_core || s.kernel != 3 || s.in_channels % 16 != 0 || s.out_channels % 16 != 0) return ConvAlgo::Direct;
+  if (s.out_channels > 128) return ConvAlgo::Direct;
+  return ConvAlgo::Winograd;
+}
+
+std::unique_ptr<Backend> make_onednn_backend(const model::Weights& weights, const BackendOptions& options) {
+  return std::make_unique<OneDnnBackend>(weights, options);
+}
+
+}  // namespace superpoint_rt::backend::onednn

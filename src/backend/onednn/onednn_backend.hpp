@@ -1,0 +1,55 @@
+// The oneDNN (CPU, float32) implementation of backend.hpp.
+//
+// The network (docs/ALGORITHM.md §3.3-3.7) is a fixed chain of oneDNN primitives created once per plan():
+//   conv1a relu conv1b relu pool | conv2a conv2b pool | conv3a conv3b pool | conv4a conv4b
+//   -> score head (3x3 + relu, 1x1 -> logits, nhwc)   [always]
+//   -> descriptor head (3x3 + relu, 1x1 -> descriptors, nhwc)   [run(true) only]
+// Bias and ReLU are fused into each convolution (bias term + eltwise post-op). Activations are in oneDNN's blocked
+// layout, nChw16c on AVX-512 (nChw8c below), requested explicitly: format_tag::any makes oneDNN 2.6 pick
+// channels-last brgemm kernels, measured 20% slower here, and Winograd wants the blocked layout anyway. The two last
+// 1x1 convolutions write channels-last directly into the executor's output buffers (their input is reordered
+// nChw16c -> nhwc first, 0.8 ms, because oneDNN's 1x1 kernel needs matching layouts; on AVX2 / SSE4.1 they write
+// blocked and a reorder fills the output buffer). Intermediate activations live in two ping-pong arenas.
+// Everything (primitives, reordered weights, arenas, scratchpad) is created in plan(); run() only executes.
+//
+// Thread-safety: a Backend may be shared (plan() reads only immutable state); an Executor is used by one thread at
+// a time. Memory: about 2 x 4 x 64 x H x W bytes of arenas per executor (157 MB at 640x480).
+//
+// Convolution algorithm (direct vs Winograd) is chosen per layer by a FIXED rule (choose_conv_algo) from the CPU
+// ISA and the layer shape, never by timing at run time: outputs must be bit-identical across runs, processes and
+// thread counts. SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto overrides the rule for experiments (auto =
+// oneDNN's convolution_auto), for every layer or per layer: "conv1b=winograd,*=direct".
+//
+// Threads: Debian's oneDNN runs on OpenMP; every plan() and run() calls omp_set_num_threads(threads) on the
+// calling thread first (the ICV is per thread and the engine may call from different threads).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+
+namespace superpoint_rt::backend::onednn {
+
+enum class ConvAlgo { Direct, Winograd, Auto };
+const char* to_string(ConvAlgo a) noexcept;
+
+/// One convolution as the algorithm rule sees it (output spatial size = input size: stride 1, "same" padding).
+struct ConvShape {
+  int in_channels = 0, out_channels = 0, kernel = 0;
+  int height = 0, width = 0;
+};
+
+/// The per-layer rule. `avx512_core`: oneDNN's effective ISA is at least avx512_core (its f32 Winograd kernel
+/// needs it). `override_value`: this layer's SUPERPOINT_RT_CONV_ALGO value (nullptr/empty = use the rule); an unknown
+/// value throws InvalidArgument naming it. A Winograd choice falls back to direct when oneDNN has no implementation
+/// for the shape (plan_description() then says "winograd->direct").
+/// Current rule on avx512_core: Winograd for 3x3 with IC, OC multiples of 16 and OC <= 128 (conv1b..conv4b);
+/// direct elsewhere (conv1a, the 128->256 head convolutions, the 1x1s). Reasons and measurements beside the code.
+ConvAlgo choose_conv_algo(const ConvShape& shape, bool avx512_core, const char* override_value);
+
+/// The oneDNN backend ("onednn", device "cpu", precision "fp32"). Copies the weights; Backend::plan() reorders them
+/// into each plan's primitive layouts. Throws InvalidArgument for precisions other than fp32.
+std::unique_ptr<Backend> make_onednn_backend(const model::Weights& weights, const BackendOptions& options);
+
+}  // namespace superpoint_rt::backend::onednn

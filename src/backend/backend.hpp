@@ -42,8 +42,10 @@ class Executor {
   /// Runs the encoder and the keypoint head, and the descriptor head when `descriptors` is true (when false it does
   /// no descriptor work at all). Throws Error(Internal) on a compute-library failure.
   virtual void run(bool descriptors) = 0;
-  virtual const float* logits() const = 0;       // Hc x Wc x 65, valid until the next run()
-  virtual const float* descriptors() const = 0;  // Hc x Wc x 256, valid after run(true) until the next run()
+  virtual const float* logits() const = 0;  // Hc x Wc x 65, valid until the next run()
+  /// Hc x Wc x D, valid after run(true) until the next run(). Mutable: the engine L2-normalises the cells in place
+  /// (the buffer is the executor's output scratch, rewritten by every run), which saves a copy of the map.
+  virtual float* descriptors() = 0;
   /// Per-layer algorithm description, e.g. "conv1a:direct(jit:avx512_core) conv1b:winograd ..."
   virtual std::string plan_description() const = 0;
 };

@@ -29,7 +29,6 @@ struct Context {
   image::ResizeScratch resize;
   std::vector<float> input;  // the normalised network input, H x W
   std::vector<float> heat, nms;
-  std::vector<float> desc;  // dense descriptor map, Hc x Wc x D, L2-normalised per cell
   post::NmsScratch nms_scratch;
   std::vector<post::Keypoint> keypoints;
 };
@@ -84,22 +83,31 @@ void validate_view(const ImageView& v, const std::string& what) {
                                                 " bytes)");
 }
 
-// Float views: round each used channel to 8 bits (nearbyint(v * 255), half to even) at source resolution.
-void quantise_float_channel(const ImageView& v, int offset, std::vector<std::uint8_t>& out, const std::string& what) {
+// Float views must hold [0, 1] in EVERY channel (also the ones the network does not read): a value outside says
+// the caller passed 0..255 floats or garbage, which is an error, not something to clamp.
+void check_float_view(const ImageView& v, const std::string& what) {
+  const std::size_t row_len = static_cast<std::size_t>(v.width) * channels_of(v.format);
+  const auto* base = static_cast<const std::uint8_t*>(v.data);
+  for (int y = 0; y < v.height; ++y) {
+    const auto* row = reinterpret_cast<const float*>(base + static_cast<std::ptrdiff_t>(y) * v.stride());
+    for (std::size_t i = 0; i < row_len; ++i)
+      if (!(row[i] >= 0.0f && row[i] <= 1.0f))  // also catches NaN
+        throw Error(ErrorKind::InvalidArgument,
+                    what + ": float pixel value " + std::to_string(row[i]) +
+                        " at (x=" + std::to_string(i / static_cast<std::size_t>(channels_of(v.format))) +
+                        ", y=" + std::to_string(y) + ") is outside [0, 1]");
+  }
+}
+
+// Rounds one channel of a (checked) float view to 8 bits: nearbyint(v * 255), half to even, at source resolution.
+void quantise_float_channel(const ImageView& v, int offset, std::vector<std::uint8_t>& out) {
   const int ch = channels_of(v.format);
   out.resize(static_cast<std::size_t>(v.width) * v.height);
   const auto* base = static_cast<const std::uint8_t*>(v.data);
   for (int y = 0; y < v.height; ++y) {
     const auto* row = reinterpret_cast<const float*>(base + static_cast<std::ptrdiff_t>(y) * v.stride());
     std::uint8_t* o = out.data() + static_cast<std::size_t>(y) * v.width;
-    for (int x = 0; x < v.width; ++x) {
-      const float f = row[x * ch + offset];
-      if (!(f >= 0.0f && f <= 1.0f))  // also catches NaN
-        throw Error(ErrorKind::InvalidArgument, what + ": float pixel value " + std::to_string(f) +
-                                                    " at (x=" + std::to_string(x) + ", y=" + std::to_string(y) +
-                                                    ") is outside [0, 1]");
-      o[x] = static_cast<std::uint8_t>(std::nearbyint(f * 255.0f));
-    }
+    for (int x = 0; x < v.width; ++x) o[x] = static_cast<std::uint8_t>(std::nearbyint(row[x * ch + offset] * 255.0f));
   }
 }
 
@@ -234,6 +242,7 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
     view = im->view();
   }
   validate_view(view, what);
+  if (view.type == SampleType::F32) check_float_view(view, what);
   p.timing.decode = ms_since(t0);
   const auto t1 = Clock::now();
   p.width = view.width;
@@ -259,7 +268,7 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
                           ctx.resize);
     } else {
       auto& src = ctx.source[static_cast<std::size_t>(i)];
-      quantise_float_channel(view, offset, src, what);
+      quantise_float_channel(view, offset, src);
       image::resize_plane(*plan, src.data(), view.width, 1, dst.data(), ctx.resize);
     }
   }
@@ -303,28 +312,21 @@ Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_ou
   const int dim = weights_config_.descriptor_decoder_dim;
   f.descriptor_dim = dim;
 
-  // Step 5: the network, one request at a time. The scores and the dense descriptors are copied out under the lock
-  // so that the post-processing of this request overlaps the next request's network.
-  {
-    const auto t0 = Clock::now();
-    std::lock_guard<std::mutex> lock(executor_mu_);
-    if (!reuse_network_output) {
-      std::memcpy(executor_->input(), ctx.input.data(), ctx.input.size() * sizeof(float));
-      executor_->run(params.return_descriptors);
-    }
-    f.timing_ms.forward = ms_since(t0);
-    const auto t1 = Clock::now();
-    ctx.heat.resize(static_cast<std::size_t>(kNetW) * kNetH);
-    post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());  // step 6
-    if (params.return_descriptors) {
-      const float* d = executor_->descriptors();
-      ctx.desc.assign(d, d + static_cast<std::size_t>(hc) * wc * dim);
-    }
-    f.timing_ms.postprocess = ms_since(t1);
+  // Steps 5-11 hold the network lock: the post-processing reads the executor's output buffers directly (no copy of
+  // the 4.9 MB descriptor map) and costs a few ms against a forward of 100+ ms, so concurrent requests lose little;
+  // their decode and resize still overlap this network.
+  std::lock_guard<std::mutex> lock(executor_mu_);
+  const auto t0 = Clock::now();
+  if (!reuse_network_output) {
+    std::memcpy(executor_->input(), ctx.input.data(), ctx.input.size() * sizeof(float));
+    executor_->run(params.return_descriptors);
   }
+  f.timing_ms.forward = ms_since(t0);
 
   const auto t2 = Clock::now();
+  ctx.heat.resize(static_cast<std::size_t>(kNetW) * kNetH);
   ctx.nms.resize(ctx.heat.size());
+  post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());                               // step 6
   post::simple_nms(ctx.heat.data(), kNetH, kNetW, params.nms_radius, ctx.nms.data(), ctx.nms_scratch);  // step 7
   post::select_keypoints(ctx.nms.data(), kNetH, kNetW, params.keypoint_threshold,                       // 8-10
                          weights_config_.border_removal_distance, params.max_keypoints, ctx.keypoints);
@@ -339,13 +341,13 @@ Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_ou
     f.keypoints[2 * i + 1] = (static_cast<float>(k.y) / static_cast<float>(kNetH)) * static_cast<float>(p.height);
   }
   if (params.return_descriptors) {  // step 11
-    post::normalize_cells(ctx.desc.data(), hc * wc, dim);
+    float* dense = executor_->descriptors();
+    post::normalize_cells(dense, hc * wc, dim);
     f.descriptors.resize(n * static_cast<std::size_t>(dim));
-    post::sample_descriptors(ctx.desc.data(), hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n),
-                             f.descriptors.data());
+    post::sample_descriptors(dense, hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n), f.descriptors.data());
     f.has_descriptors = true;
   }
-  f.timing_ms.postprocess += ms_since(t2);
+  f.timing_ms.postprocess = ms_since(t2);
   return f;
 }
 

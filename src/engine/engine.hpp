@@ -2,7 +2,7 @@
 //
 // A request runs in two halves:
 //   prepare  (calling or worker thread): decode -> channel pick -> Pillow resize -> v / 255  into a pooled Context
-//   finish   (calling thread): network (serialised on the one executor) -> scores -> NMS -> top-k -> descriptors
+//   finish   (calling thread, under the network lock): network -> scores -> NMS -> top-k -> descriptors
 // so that list requests prepare the next images while the network runs the current one.
 //
 // Thread-safety: every public method may be called concurrently. close() waits for calls in flight.

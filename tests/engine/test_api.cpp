@@ -98,7 +98,9 @@ TEST(Params, OutOfRangeAndNanAreErrorsNamingTheParameter) {
     Params ok;
     ok.keypoint_threshold = t;
     const Features f = model().run(ImageInput::image(im), ok);
-    if (t == 1.0f) EXPECT_EQ(f.size(), 0u);  // strict '>': nothing beats 1
+    if (t == 1.0f) {
+      EXPECT_EQ(f.size(), 0u);  // strict '>': nothing beats 1
+    }
   }
 }
 

@@ -31,6 +31,8 @@ const GoldenSet kSets[] = {
     {"ntsc", 1024, 0.005f, 4, true, false},
 };
 
+void PrintTo(const GoldenSet& s, std::ostream* os) { *os << s.name; }  // readable ctest names
+
 SuperPoint& model() {
   static SuperPoint m = [] {
     Options o;
@@ -89,7 +91,7 @@ TEST_P(Golden, EveryImagePassesTheFidelityRule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sets, Golden, ::testing::ValuesIn(kSets),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& p) { return std::string(p.param.name); });
 
 // SPEC §2: same image + same parameters = bit-identical output, every call, any thread count, before and after
 // warm-up, single or list calls.

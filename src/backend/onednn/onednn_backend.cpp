@@ -112,7 +112,7 @@ class OneDnnExecutor final : public Executor {
   float* input() override { return input_.p; }
   void run(bool descriptors) override;
   const float* logits() const override { return logits_.p; }
-  const float* descriptors() const override { return descriptors_.p; }
+  float* descriptors() override { return descriptors_.p; }
   std::string plan_description() const override { return description_; }
 
  private:

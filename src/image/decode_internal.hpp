@@ -52,6 +52,11 @@ void cmyk_to_rgb_row(const std::uint8_t* cmyk, std::uint8_t* rgb, int width, boo
 // Per-format entry points (the bytes were sniffed as that format).
 ImageInfo probe_jpeg(Bytes b, const std::string& name);
 Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels);
+/// One plane of what decode_jpeg returns (channel 0 = R, 1 = G, 2 = B of the RGB result; a gray JPEG gives its
+/// gray plane), as a Gray image with the same bits. 3-component files are decoded to RGB 16 rows at a time and
+/// only the channel is kept: no full RGB image (3 bytes per pixel) is allocated and the resize then reads a
+/// contiguous plane. CMYK files take the full decode. Same errors as decode_jpeg; InvalidArgument for a bad channel.
+Image decode_jpeg_channel(Bytes b, const std::string& name, std::int64_t max_pixels, int channel);
 ImageInfo probe_png(Bytes b, const std::string& name);
 Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels);
 ImageInfo probe_gif(Bytes b, const std::string& name);

@@ -11,8 +11,10 @@
 // fatal. jpeg_finish_decompress is not called: Pillow also accepts a file whose EOI marker is missing once all
 // scanlines are decoded.
 #include <csetjmp>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 // clang-format off
@@ -141,6 +143,68 @@ Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels) {
                    cmyk.empty() ? nullptr : cmyk.data())) {
     jpeg_fail(g.job, name, "decoding stopped early");
   }
+  return im;
+}
+
+namespace {
+
+// Phase 2 of the channel decode: RGB scanlines (libjpeg-turbo's own SIMD colour conversion, so the bits are those
+// of decode_jpeg), 16 at a time into `rows` (16 * 3 * width bytes), of which one channel is kept.
+bool read_channel(JpegJob* j, std::uint8_t* out, int channel, std::uint8_t* rows) {
+  if (setjmp(j->err.jump)) return false;
+  jpeg_decompress_struct* c = &j->cinfo;
+  jpeg_start_decompress(c);
+  const std::size_t width = c->output_width;
+  const std::size_t row_bytes = 3 * width;
+  while (c->output_scanline < c->output_height) {
+    JSAMPROW ptrs[16];
+    const JDIMENSION y = c->output_scanline;
+    JDIMENSION n = c->output_height - y;
+    if (n > 16) n = 16;
+    for (JDIMENSION i = 0; i < n; ++i) ptrs[i] = rows + i * row_bytes;
+    const JDIMENSION got = jpeg_read_scanlines(c, ptrs, n);
+    if (got == 0) return false;
+    for (JDIMENSION i = 0; i < got; ++i) {
+      const std::uint8_t* src = rows + i * row_bytes + channel;
+      std::uint8_t* dst = out + (y + i) * width;
+      for (std::size_t x = 0; x < width; ++x) dst[x] = src[3 * x];
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Image decode_jpeg_channel(Bytes b, const std::string& name, std::int64_t max_pixels, int channel) {
+  if (channel < 0 || channel > 2)
+    fail(ErrorKind::InvalidArgument, ImageFormat::JPEG, name,
+         "channel " + std::to_string(channel) + " must be 0 (R), 1 (G) or 2 (B)");
+  {
+    JpegGuard g;
+    (void)open_jpeg(g, b, name);  // sets JCS_RGB for 3 components, as decode_jpeg
+    jpeg_decompress_struct& c = g.job.cinfo;
+    if (c.num_components == 3) {
+      check_dimensions(ImageFormat::JPEG, name, c.image_width, c.image_height, max_pixels);
+      // Same settings and JCS_RGB output as decode_jpeg; only the 16-row RGB buffer is ours. (Outputting JCS_YCbCr
+      // and converting one channel with libjpeg's tables is exact too, but slower: bench/bench_host.cpp.)
+      Image im = make_image(ImageFormat::JPEG, name, static_cast<int>(c.image_width), static_cast<int>(c.image_height),
+                            PixelFormat::Gray);
+      std::vector<std::uint8_t> rows(16 * 3 * static_cast<std::size_t>(c.image_width));
+      if (!read_channel(&g.job, im.pixels.data(), channel, rows.data()))
+        jpeg_fail(g.job, name, "decoding stopped early");
+      return im;
+    }
+  }
+  // Gray, CMYK and RGB-coded files: the full decode, then the plane (a gray image is its own R, G and B).
+  Image full = decode_jpeg(b, name, max_pixels);
+  if (full.format == PixelFormat::Gray) return full;
+  Image im;
+  im.width = full.width;
+  im.height = full.height;
+  im.format = PixelFormat::Gray;
+  const std::size_t n = static_cast<std::size_t>(full.width) * static_cast<std::size_t>(full.height);
+  im.pixels.resize(n);
+  for (std::size_t i = 0; i < n; ++i) im.pixels[i] = full.pixels[3 * i + static_cast<std::size_t>(channel)];
   return im;
 }
 

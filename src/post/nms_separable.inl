@@ -4,34 +4,47 @@
 //   static void max_rows(float* o, const float* a, const float* b, int n);  // o[i] = max(a[i], b[i]); o may be a
 //   static void horizontal(const float* in, int h, int w, int r, float* out, float* strip);
 //       // running max along each row (may be defined after this file; may use horizontal_running_max_rows);
-//       // strip: 16 * (w + 2r) floats
-//   static void eq_mask(float* m, const float* s, const float* q, std::ptrdiff_t n);  // m = s == q ? 1 : 0
-//   static void suppress(float* ss, const float* d, const float* s, std::ptrdiff_t n);  // ss = d > 0 ? 0 : s
-//   static void update(float* m, const float* ss, const float* q, const float* d, std::ptrdiff_t n);
-//                                              // m = (m != 0 || (ss == q && !(d > 0))) ? 1 : 0
-//   static void select(float* out, const float* m, const float* s, std::ptrdiff_t n);  // out = m != 0 ? s : 0
+//       // strip: kNmsStripFloats(w, r) floats
+//   static void mask_row(const float* s, const std::uint64_t* bits, int n, float* out);  // out = bit ? 0 : s
+//   static void max_eq_bits(const float* a, const float* b, const float* s, int n, std::uint64_t* bits);
+//       // bit i of bits = (s[i] == max(a[i], b[i])); writes ceil(n / 64) words, bits >= n cleared
+//   static void select_row(float* out, const float* s, const std::uint64_t* bits, int n);  // out = bit ? s : 0
 // Everything here then has internal linkage, so each ISA level keeps its own copy (see kernels.hpp). It uses no
 // std:: templates for the same reason.
 //
-// max_pool2d(kernel 2r+1, stride 1, padding r; padding acts as -inf) of an h x w map is a vertical running max
-// followed by a horizontal one; max is exact, so the order does not change a bit (NaN inputs are not supported:
-// the scores are probabilities). Each 1-D running max is van Herk / Gil-Werman: the padded line is cut into
-// blocks of k = 2r+1; the window [p, p+k-1] is max(suffix max of p's block from p, prefix max of the next block up
-// to p+k-1). That is three max operations per element whatever r is. The vertical pass works on whole rows, so it
-// vectorises across columns; the SIMD horizontal pass transposes strips of 8 rows into a small buffer (8x8
-// register transposes) and runs the same recurrence there, 8 rows per vector.
+// HF simple_nms in terms of masks (S = scores, P = max_pool2d with window 2r+1 and -inf padding):
+//   M = (S == P(S));  twice: { D = P(M) > 0;  SS = D ? 0 : S;  M |= (SS == P(SS)) & !D; }  out = M ? S : 0.
+// Where D is clear SS = S, so (SS == P(SS)) & !D = (S == P(SS)) & !D: SS is never stored, only fed to the pool.
+// The masks are bit maps (one uint64 word per 64 columns, bit x % 64 of word x / 64): the two dilations P(M) > 0
+// are then OR-smears on a few thousand words, and only three float max pools remain (P(S), P(SS) twice).
+//
+// A float max pool is a horizontal running max followed by a vertical one (max is exact and commutes, so the
+// order does not change a bit; NaN inputs are not supported: the scores are probabilities). Each 1-D running max
+// is van Herk / Gil-Werman: the padded line is cut into blocks of k = 2r+1; the window [p, p+k-1] is max(suffix
+// max of p's block from p, prefix max of the next block up to p+k-1). That is three max operations per element
+// whatever r is. The horizontal pass (ISA-specific) transposes strips of rows into a small buffer and runs the
+// recurrence there, several rows per vector. The vertical pass works on column chunks of kNmsChunk floats, so
+// its block buffer stays in L1, and its last max is fused with the comparison against S that yields mask bits.
 
-// Vertical running max over rows: out[y] = max(in[y - r .. y + r] clipped to [0, h)), rows of w floats.
-// blk: k * w floats (suffix maxima of one block), grow: w floats (running prefix max), ninf: w floats of -inf.
-void vertical_running_max(const float* in, int h, int w, int r, float* out, float* blk, float* grow,
-                          const float* ninf) {
+constexpr int kNmsChunk = 128;     // columns per vertical-pass chunk (a multiple of 64: whole mask words)
+constexpr int kNmsStripRows = 16;  // rows masked at a time before the horizontal pass
+
+inline int nms_words(int w) {
+  return (w + 63) / 64;
+}
+
+// Vertical running max of the column chunk [c0, c0 + n) of `in` (h rows of stride w), fused with the comparison:
+// bits row y (words c0 / 64 ..) = (s[y][c] == max(in[y - r .. y + r][c] clipped to [0, h))).
+// blk: k * n floats (suffix maxima of one block), grow: n floats (running prefix max), ninf: n floats of -inf.
+void vertical_max_eq(const float* in, const float* s, int h, int w, int c0, int n, int r, std::uint64_t* bits, int nw,
+                     float* blk, float* grow, const float* ninf) {
   const int k = 2 * r + 1;
   const int len = h + 2 * r;  // padded length; padded row p is input row p - r
   const auto row = [&](int p) -> const float* {
     const int y = p - r;
-    return (y >= 0 && y < h) ? in + static_cast<std::ptrdiff_t>(y) * w : ninf;
+    return (y >= 0 && y < h) ? in + static_cast<std::ptrdiff_t>(y) * w + c0 : ninf;
   };
-  const std::size_t row_bytes = static_cast<std::size_t>(w) * sizeof(float);
+  const std::size_t row_bytes = static_cast<std::size_t>(n) * sizeof(float);
   int blk_start = -1;  // padded index of the block whose suffix maxima blk holds
   for (int p = 0; p < len; ++p) {
     const int block = p - p % k;
@@ -39,7 +52,7 @@ void vertical_running_max(const float* in, int h, int w, int r, float* out, floa
     if (p == block) {
       __builtin_memcpy(grow, row(p), row_bytes);
     } else if (row(p) != ninf) {
-      RowOps::max_rows(grow, grow, row(p), w);
+      RowOps::max_rows(grow, grow, row(p), n);
     }
     // The window that ends at p starts at y = p - k + 1 (padded index = output row).
     const int y = p - k + 1;
@@ -48,15 +61,17 @@ void vertical_running_max(const float* in, int h, int w, int r, float* out, floa
     if (yb != blk_start) {
       // Suffix maxima of y's block, computed the first time one of its rows is needed.
       const int end = (yb + k < len ? yb + k : len) - 1;
-      float* s = blk + static_cast<std::ptrdiff_t>(end - yb) * w;
-      __builtin_memcpy(s, row(end), row_bytes);
+      float* sf = blk + static_cast<std::ptrdiff_t>(end - yb) * n;
+      __builtin_memcpy(sf, row(end), row_bytes);
       for (int q = end - 1; q >= yb; --q) {
-        float* d = blk + static_cast<std::ptrdiff_t>(q - yb) * w;
-        RowOps::max_rows(d, d + w, row(q), w);
+        float* d = blk + static_cast<std::ptrdiff_t>(q - yb) * n;
+        RowOps::max_rows(d, d + n, row(q), n);
       }
       blk_start = yb;
     }
-    RowOps::max_rows(out + static_cast<std::ptrdiff_t>(y) * w, blk + static_cast<std::ptrdiff_t>(y - yb) * w, grow, w);
+    RowOps::max_eq_bits(blk + static_cast<std::ptrdiff_t>(y - yb) * n, grow,
+                        s + static_cast<std::ptrdiff_t>(y) * w + c0, n,
+                        bits + static_cast<std::ptrdiff_t>(y) * nw + c0 / 64);
   }
 }
 
@@ -83,45 +98,127 @@ void horizontal_running_max_rows(const float* in, int y0, int y1, int w, int r, 
   }
 }
 
+// ---- Bit-map dilation: D = (max_pool(M) > 0), i.e. OR over the (2r+1)^2 window clipped to the map ----------------
+
+// Multi-word shifts of one row of nw words, in place. shr: bit x takes bit x + s (reads higher words, so ascending
+// order reads only unmodified words); shl: bit x takes bit x - s (descending order). Result ORed into the row.
+void or_shr(std::uint64_t* v, int nw, int s) {
+  const int q = s / 64, b = s % 64;
+  for (int t = 0; t + q < nw; ++t) {
+    std::uint64_t x = v[t + q] >> b;
+    if (b != 0 && t + q + 1 < nw) x |= v[t + q + 1] << (64 - b);
+    v[t] |= x;
+  }
+}
+void or_shl(std::uint64_t* v, int nw, int s) {
+  const int q = s / 64, b = s % 64;
+  for (int t = nw - 1; t >= q; --t) {
+    std::uint64_t x = v[t - q] << b;
+    if (b != 0 && t - q - 1 >= 0) x |= v[t - q - 1] >> (64 - b);
+    v[t] |= x;
+  }
+}
+
+// d = dilation of m (h rows of nw words, bits >= w clear) by r in both directions. Each direction is an OR over
+// r+1 shifts built by doubling (ceil(log2(r+1)) word passes; bits and rows beyond the map are zero, which is the
+// clipping). The cost is a few thousand word operations at 480x640, negligible beside the float pools.
+void dilate_bits(const std::uint64_t* m, int h, int w, int r, std::uint64_t* d) {
+  const int nw = nms_words(w);
+  const std::ptrdiff_t total = static_cast<std::ptrdiff_t>(h) * nw;
+  for (std::ptrdiff_t i = 0; i < total; ++i) d[i] = m[i];
+  // Vertical: d[y] = OR m[y .. y + r], then d[y] = OR d[y - r .. y].
+  for (int span = 1; span < r + 1;) {
+    const int s = span < r + 1 - span ? span : r + 1 - span;
+    for (int y = 0; y + s < h; ++y)
+      for (int t = 0; t < nw; ++t)
+        d[static_cast<std::ptrdiff_t>(y) * nw + t] |= d[static_cast<std::ptrdiff_t>(y + s) * nw + t];
+    span += s;
+  }
+  for (int span = 1; span < r + 1;) {
+    const int s = span < r + 1 - span ? span : r + 1 - span;
+    for (int y = h - 1; y - s >= 0; --y)
+      for (int t = 0; t < nw; ++t)
+        d[static_cast<std::ptrdiff_t>(y) * nw + t] |= d[static_cast<std::ptrdiff_t>(y - s) * nw + t];
+    span += s;
+  }
+  // Horizontal, row by row: OR of bits x .. x + r, then of x - r .. x; bits shifted past w are cleared after.
+  const std::uint64_t last = (w % 64) == 0 ? ~std::uint64_t{0} : (std::uint64_t{1} << (w % 64)) - 1;
+  for (int y = 0; y < h; ++y) {
+    std::uint64_t* v = d + static_cast<std::ptrdiff_t>(y) * nw;
+    for (int span = 1; span < r + 1;) {
+      const int s = span < r + 1 - span ? span : r + 1 - span;
+      or_shr(v, nw, s);
+      span += s;
+    }
+    for (int span = 1; span < r + 1;) {
+      const int s = span < r + 1 - span ? span : r + 1 - span;
+      or_shl(v, nw, s);
+      span += s;
+    }
+    v[nw - 1] &= last;
+  }
+}
+
 struct NmsBuffers {
-  float *m, *d, *ss, *q;     // h*w each: max mask (0/1), dilated mask, suppressed scores, their max pool
-  float* t1;                 // h*w: vertical pass result
-  float *blk, *grow, *ninf;  // k*n, n, n with n = max(h, w)
-  float* strip;              // 16 * (n + 2r): horizontal pass
+  std::uint64_t *m, *d, *e;  // h * nw words each: max mask, dilated mask, new maxima
+  float* hp;                 // h * w: horizontal pass result
+  float* tmp;                // kNmsStripRows * w: masked scores (SS) of one strip
+  float *blk, *grow, *ninf;  // k * kNmsChunk, kNmsChunk, kNmsChunk
+  float* strip;              // horizontal pass buffers
 };
 
-// out = max_pool2d(in), h x w: vertical then horizontal running max.
-void max_pool(const float* in, int h, int w, int r, float* out, const NmsBuffers& b) {
-  vertical_running_max(in, h, w, r, b.t1, b.blk, b.grow, b.ninf);
-  RowOps::horizontal(b.t1, h, w, r, out, b.strip);
+// e = (S == max_pool(X)) as bits, where X = S, or SS = (D ? 0 : S) when d is given.
+void pool_eq(const float* s, const std::uint64_t* d, int h, int w, int r, std::uint64_t* e, const NmsBuffers& b) {
+  const int nw = nms_words(w);
+  if (d == nullptr) {
+    RowOps::horizontal(s, h, w, r, b.hp, b.strip);
+  } else {
+    for (int y0 = 0; y0 < h; y0 += kNmsStripRows) {
+      const int rows = h - y0 < kNmsStripRows ? h - y0 : kNmsStripRows;
+      for (int i = 0; i < rows; ++i)
+        RowOps::mask_row(s + static_cast<std::ptrdiff_t>(y0 + i) * w, d + static_cast<std::ptrdiff_t>(y0 + i) * nw, w,
+                         b.tmp + static_cast<std::ptrdiff_t>(i) * w);
+      RowOps::horizontal(b.tmp, rows, w, r, b.hp + static_cast<std::ptrdiff_t>(y0) * w, b.strip);
+    }
+  }
+  for (int c0 = 0; c0 < w; c0 += kNmsChunk) {
+    const int n = w - c0 < kNmsChunk ? w - c0 : kNmsChunk;
+    vertical_max_eq(b.hp, s, h, w, c0, n, r, e, nw, b.blk, b.grow, b.ninf);
+  }
+}
+
+// Floats of work space for simple_nms_separable (mirrored by detail::nms_work_floats in post.cpp).
+constexpr std::size_t nms_strip_floats(int w, int r) {
+  return 32 * (static_cast<std::size_t>(w) + 2 * static_cast<std::size_t>(r));
 }
 
 void simple_nms_separable(const float* s, int h, int w, int r, float* out, float* work) {
+  const int nw = nms_words(w);
+  const std::ptrdiff_t words = static_cast<std::ptrdiff_t>(h) * nw;
   const std::ptrdiff_t hw = static_cast<std::ptrdiff_t>(h) * w;
-  const int n = h > w ? h : w;
   NmsBuffers b{};
-  b.m = work;
-  b.d = b.m + hw;
-  b.ss = b.d + hw;
-  b.q = b.ss + hw;
-  b.t1 = b.q + hw;
-  b.blk = b.t1 + hw;
-  b.grow = b.blk + static_cast<std::ptrdiff_t>(2 * r + 1) * n;
-  b.ninf = b.grow + n;
-  b.strip = b.ninf + n;
-  for (int i = 0; i < n; ++i) b.ninf[i] = -__builtin_inff();
+  b.m = reinterpret_cast<std::uint64_t*>(work);  // work comes from operator new: 16-byte aligned
+  b.d = b.m + words;
+  b.e = b.d + words;
+  b.hp = work + 6 * words;
+  b.tmp = b.hp + hw;
+  b.blk = b.tmp + static_cast<std::ptrdiff_t>(kNmsStripRows) * w;
+  b.grow = b.blk + static_cast<std::ptrdiff_t>(2 * r + 1) * kNmsChunk;
+  b.ninf = b.grow + kNmsChunk;
+  b.strip = b.ninf + kNmsChunk;
+  for (int i = 0; i < kNmsChunk; ++i) b.ninf[i] = -__builtin_inff();
 
   // max_mask = scores == max_pool(scores)
-  max_pool(s, h, w, r, b.q, b);
-  RowOps::eq_mask(b.m, s, b.q, hw);
+  pool_eq(s, nullptr, h, w, r, b.m, b);
   for (int iter = 0; iter < 2; ++iter) {
     // supp_mask = max_pool(max_mask.float()) > 0; supp_scores = where(supp_mask, 0, scores)
-    max_pool(b.m, h, w, r, b.d, b);
-    RowOps::suppress(b.ss, b.d, s, hw);
+    dilate_bits(b.m, h, w, r, b.d);
     // new_max_mask = supp_scores == max_pool(supp_scores); max_mask |= new_max_mask & ~supp_mask
-    max_pool(b.ss, h, w, r, b.q, b);
-    RowOps::update(b.m, b.ss, b.q, b.d, hw);
+    pool_eq(s, b.d, h, w, r, b.e, b);
+    for (std::ptrdiff_t i = 0; i < words; ++i) b.m[i] |= b.e[i] & ~b.d[i];
   }
-  // where(max_mask, scores, zeros)
-  RowOps::select(out, b.m, s, hw);
+  // where(max_mask, scores, zeros); row by row, so out may alias s.
+  for (int y = 0; y < h; ++y)
+    RowOps::select_row(out + static_cast<std::ptrdiff_t>(y) * w, s + static_cast<std::ptrdiff_t>(y) * w,
+                       b.m + static_cast<std::ptrdiff_t>(y) * nw, w);
 }

@@ -21,10 +21,13 @@ namespace detail {
 
 std::size_t nms_work_floats(int h, int w, int radius) {
   const auto hw = static_cast<std::size_t>(h) * static_cast<std::size_t>(w);
-  const auto n = static_cast<std::size_t>(std::max(h, w));
+  const auto words = static_cast<std::size_t>(h) * ((static_cast<std::size_t>(w) + 63) / 64);
   const auto r = static_cast<std::size_t>(radius);
-  // maps (m, d, ss, q, t1) + vertical pass (block of 2r+1 rows, prefix row, -inf row) + horizontal strip buffers.
-  return 5 * hw + (2 * r + 3) * n + 16 * (n + 2 * r);
+  // Layout of nms_separable.inl: three bit maps (2 floats per uint64 word), the horizontal-pass map, 16 masked
+  // rows, the vertical pass (block of 2r+1 chunk rows, prefix row, -inf row; chunks of 128 columns) and the
+  // horizontal strip buffers (32 * (w + 2r)).
+  return 6 * words + hw + 16 * static_cast<std::size_t>(w) + (2 * r + 3) * 128 +
+         32 * (static_cast<std::size_t>(w) + 2 * r);
 }
 
 const Kernels& best_kernels() {

@@ -80,41 +80,41 @@ struct RowOps {
   }
   static void horizontal(const float* in, int h, int w, int r, float* out, float* strip);
 
-  // Element-wise steps of simple_nms with compare masks; the tail uses the scalar forms.
-  static void eq_mask(float* m, const float* s, const float* q, std::ptrdiff_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    std::ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      _mm256_storeu_ps(m + i,
-                       _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(s + i), _mm256_loadu_ps(q + i), _CMP_EQ_OQ), one));
-    for (; i < n; ++i) m[i] = s[i] == q[i] ? 1.0f : 0.0f;
+  // Element-wise steps of simple_nms on bit masks (8 lanes = one byte of a mask word); tails use scalar forms.
+  static __m256 lanes_of_byte(unsigned byte) {
+    const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i v = _mm256_and_si256(_mm256_set1_epi32(static_cast<int>(byte)), sel);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(v, sel));
   }
-  static void suppress(float* ss, const float* d, const float* s, std::ptrdiff_t n) {
-    std::ptrdiff_t i = 0;
+  static bool bit(const std::uint64_t* bits, int i) { return ((bits[i / 64] >> (i % 64)) & 1u) != 0; }
+  static void mask_row(const float* s, const std::uint64_t* bits, int n, float* out) {
+    int i = 0;
     for (; i + 8 <= n; i += 8) {
-      const __m256 sup = _mm256_cmp_ps(_mm256_loadu_ps(d + i), _mm256_setzero_ps(), _CMP_GT_OQ);
-      _mm256_storeu_ps(ss + i, _mm256_andnot_ps(sup, _mm256_loadu_ps(s + i)));
+      const auto byte = static_cast<unsigned>((bits[i / 64] >> (i % 64)) & 0xFFu);
+      _mm256_storeu_ps(out + i, _mm256_andnot_ps(lanes_of_byte(byte), _mm256_loadu_ps(s + i)));
     }
-    for (; i < n; ++i) ss[i] = d[i] > 0.0f ? 0.0f : s[i];
+    for (; i < n; ++i) out[i] = bit(bits, i) ? 0.0f : s[i];
   }
-  static void update(float* m, const float* ss, const float* q, const float* d, std::ptrdiff_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
-    std::ptrdiff_t i = 0;
+  static void max_eq_bits(const float* a, const float* b, const float* s, int n, std::uint64_t* bits) {
+    for (int t = 0; t < (n + 63) / 64; ++t) bits[t] = 0;
+    int i = 0;
     for (; i + 8 <= n; i += 8) {
-      const __m256 was = _mm256_cmp_ps(_mm256_loadu_ps(m + i), zero, _CMP_NEQ_UQ);
-      const __m256 eq = _mm256_cmp_ps(_mm256_loadu_ps(ss + i), _mm256_loadu_ps(q + i), _CMP_EQ_OQ);
-      const __m256 sup = _mm256_cmp_ps(_mm256_loadu_ps(d + i), zero, _CMP_GT_OQ);
-      _mm256_storeu_ps(m + i, _mm256_and_ps(_mm256_or_ps(was, _mm256_andnot_ps(sup, eq)), one));
+      const __m256 q = _mm256_max_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+      const auto m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s + i), q, _CMP_EQ_OQ)));
+      bits[i / 64] |= static_cast<std::uint64_t>(m) << (i % 64);
     }
-    for (; i < n; ++i) m[i] = (m[i] != 0.0f || (ss[i] == q[i] && !(d[i] > 0.0f))) ? 1.0f : 0.0f;
+    for (; i < n; ++i) {
+      const float q = a[i] > b[i] ? a[i] : b[i];
+      bits[i / 64] |= static_cast<std::uint64_t>(s[i] == q) << (i % 64);
+    }
   }
-  static void select(float* out, const float* m, const float* s, std::ptrdiff_t n) {
-    std::ptrdiff_t i = 0;
+  static void select_row(float* out, const float* s, const std::uint64_t* bits, int n) {
+    int i = 0;
     for (; i + 8 <= n; i += 8) {
-      const __m256 keep = _mm256_cmp_ps(_mm256_loadu_ps(m + i), _mm256_setzero_ps(), _CMP_NEQ_UQ);
-      _mm256_storeu_ps(out + i, _mm256_and_ps(keep, _mm256_loadu_ps(s + i)));
+      const auto byte = static_cast<unsigned>((bits[i / 64] >> (i % 64)) & 0xFFu);
+      _mm256_storeu_ps(out + i, _mm256_and_ps(lanes_of_byte(byte), _mm256_loadu_ps(s + i)));
     }
-    for (; i < n; ++i) out[i] = m[i] != 0.0f ? s[i] : 0.0f;
+    for (; i < n; ++i) out[i] = bit(bits, i) ? s[i] : 0.0f;
   }
 };
 

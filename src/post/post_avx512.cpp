@@ -98,44 +98,39 @@ struct RowOps {
 
   static void horizontal(const float* in, int h, int w, int r, float* out, float* strip);
 
-  // Element-wise steps of simple_nms as mask operations; `n` is a whole map, the tail is masked.
-  template <class F>
-  static void each(std::ptrdiff_t n, F f) {
-    std::ptrdiff_t i = 0;
-    for (; i + 16 <= n; i += 16) f(i, static_cast<__mmask16>(0xFFFF));
-    if (i < n) f(i, tail_mask(static_cast<int>(n - i)));
+  // Element-wise steps of simple_nms on bit masks: 16 lanes = 16 bits of a mask word, the tail is masked.
+  static __mmask16 lanes(const std::uint64_t* bits, int i) {
+    return static_cast<__mmask16>((bits[i / 64] >> (i % 64)) & 0xFFFFu);
   }
-  static void eq_mask(float* m, const float* s, const float* q, std::ptrdiff_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    each(n, [&](std::ptrdiff_t i, __mmask16 k) {
-      const __mmask16 eq =
-          _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, s + i), _mm512_maskz_loadu_ps(k, q + i), _CMP_EQ_OQ);
-      _mm512_mask_storeu_ps(m + i, k, _mm512_maskz_mov_ps(eq, one));
-    });
+  static __mmask16 valid(int n, int i) { return n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(n - i); }
+  static void mask_row(const float* s, const std::uint64_t* bits, int n, float* out) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)  // full vectors: plain stores (masked stores are slower)
+      _mm512_storeu_ps(out + i, _mm512_maskz_loadu_ps(static_cast<__mmask16>(~lanes(bits, i)), s + i));
+    if (i < n) {
+      const __mmask16 k = valid(n, i);
+      _mm512_mask_storeu_ps(out + i, k, _mm512_maskz_loadu_ps(static_cast<__mmask16>(k & ~lanes(bits, i)), s + i));
+    }
   }
-  static void suppress(float* ss, const float* d, const float* s, std::ptrdiff_t n) {
-    each(n, [&](std::ptrdiff_t i, __mmask16 k) {
-      const __mmask16 sup = _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, d + i), _mm512_setzero_ps(), _CMP_GT_OQ);
-      _mm512_mask_storeu_ps(ss + i, k,
-                            _mm512_maskz_mov_ps(static_cast<__mmask16>(~sup), _mm512_maskz_loadu_ps(k, s + i)));
-    });
+  static void max_eq_bits(const float* a, const float* b, const float* s, int n, std::uint64_t* bits) {
+    for (int t = 0; t < (n + 63) / 64; ++t) {
+      std::uint64_t word = 0;
+      for (int i = 64 * t; i < n && i < 64 * t + 64; i += 16) {
+        const __mmask16 k = valid(n, i);
+        const __m512 q = _mm512_max_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i));
+        const __mmask16 eq = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, s + i), q, _CMP_EQ_OQ);
+        word |= static_cast<std::uint64_t>(eq) << (i % 64);
+      }
+      bits[t] = word;
+    }
   }
-  static void update(float* m, const float* ss, const float* q, const float* d, std::ptrdiff_t n) {
-    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
-    each(n, [&](std::ptrdiff_t i, __mmask16 k) {
-      const __mmask16 was = _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, m + i), zero, _CMP_NEQ_UQ);
-      const __mmask16 eq =
-          _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, ss + i), _mm512_maskz_loadu_ps(k, q + i), _CMP_EQ_OQ);
-      const __mmask16 sup = _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, d + i), zero, _CMP_GT_OQ);
-      const __mmask16 keep = static_cast<__mmask16>(was | (eq & static_cast<__mmask16>(~sup)));
-      _mm512_mask_storeu_ps(m + i, k, _mm512_maskz_mov_ps(keep, one));
-    });
-  }
-  static void select(float* out, const float* m, const float* s, std::ptrdiff_t n) {
-    each(n, [&](std::ptrdiff_t i, __mmask16 k) {
-      const __mmask16 keep = _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(k, m + i), _mm512_setzero_ps(), _CMP_NEQ_UQ);
-      _mm512_mask_storeu_ps(out + i, k, _mm512_maskz_mov_ps(keep, _mm512_maskz_loadu_ps(k, s + i)));
-    });
+  static void select_row(float* out, const float* s, const std::uint64_t* bits, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_maskz_loadu_ps(lanes(bits, i), s + i));
+    if (i < n) {
+      const __mmask16 k = valid(n, i);
+      _mm512_mask_storeu_ps(out + i, k, _mm512_maskz_loadu_ps(static_cast<__mmask16>(k & lanes(bits, i)), s + i));
+    }
   }
 };
 
@@ -149,12 +144,60 @@ void RowOps::horizontal(const float* in, int h, int w, int r, float* out, float*
   const int len = w + 2 * r;
   float* x = strip;              // len vectors of 8
   float* sfx = strip + 8 * len;  // len vectors of 8; the result overwrites it
+  int y = 0;
+  // 16-row strips: one zmm per column, lanes 0-7 from rows y..y+7 and 8-15 from rows y+8..y+15 (two 8x8
+  // transposes into a 16-float stride). Uses the whole strip buffer (2 * 16 * len floats).
+  if (h >= 16) {
+    float* x16 = strip;
+    float* sfx16 = strip + 16 * len;
+    const __m512 ninf16 = _mm512_set1_ps(-__builtin_inff());
+    for (int p = 0; p < r; ++p) {
+      _mm512_storeu_ps(x16 + 16 * p, ninf16);
+      _mm512_storeu_ps(x16 + 16 * (r + w + p), ninf16);
+    }
+    for (; y + 16 <= h; y += 16) {
+      const float* src = in + static_cast<std::ptrdiff_t>(y) * w;
+      float* dst = out + static_cast<std::ptrdiff_t>(y) * w;
+      int j = 0;
+      for (; j + 8 <= w; j += 8) {
+        transpose8x8_avx(src + j, w, x16 + 16 * (r + j), 16);
+        transpose8x8_avx(src + 8 * static_cast<std::ptrdiff_t>(w) + j, w, x16 + 16 * (r + j) + 8, 16);
+      }
+      for (; j < w; ++j)
+        for (int s = 0; s < 16; ++s) x16[16 * (r + j) + s] = src[static_cast<std::ptrdiff_t>(s) * w + j];
+      for (int b0 = 0; b0 < len; b0 += k) {
+        const int e = (b0 + k < len ? b0 + k : len) - 1;
+        __m512 acc = _mm512_loadu_ps(x16 + 16 * e);
+        _mm512_storeu_ps(sfx16 + 16 * e, acc);
+        for (int p = e - 1; p >= b0; --p) {
+          acc = _mm512_max_ps(_mm512_loadu_ps(x16 + 16 * p), acc);
+          _mm512_storeu_ps(sfx16 + 16 * p, acc);
+        }
+      }
+      // Prefix max per block; the output column o = p - k + 1 is max(suffix at o, prefix at p).
+      for (int b0 = 0; b0 < len; b0 += k) {
+        const int e = b0 + k < len ? b0 + k : len;
+        __m512 g = _mm512_loadu_ps(x16 + 16 * b0);
+        for (int p = b0; p < e; ++p) {
+          if (p > b0) g = _mm512_max_ps(_mm512_loadu_ps(x16 + 16 * p), g);
+          const int o = p - k + 1;
+          if (o >= 0) _mm512_storeu_ps(sfx16 + 16 * o, _mm512_max_ps(_mm512_loadu_ps(sfx16 + 16 * o), g));
+        }
+      }
+      j = 0;
+      for (; j + 8 <= w; j += 8) {
+        transpose8x8_avx(sfx16 + 16 * j, 16, dst + j, w);
+        transpose8x8_avx(sfx16 + 16 * j + 8, 16, dst + 8 * static_cast<std::ptrdiff_t>(w) + j, w);
+      }
+      for (; j < w; ++j)
+        for (int s = 0; s < 16; ++s) dst[static_cast<std::ptrdiff_t>(s) * w + j] = sfx16[16 * j + s];
+    }
+  }
   const __m256 ninf = _mm256_set1_ps(-__builtin_inff());
   for (int p = 0; p < r; ++p) {
     _mm256_storeu_ps(x + 8 * p, ninf);
     _mm256_storeu_ps(x + 8 * (r + w + p), ninf);
   }
-  int y = 0;
   for (; y + 8 <= h; y += 8) {
     const float* src = in + static_cast<std::ptrdiff_t>(y) * w;
     float* dst = out + static_cast<std::ptrdiff_t>(y) * w;

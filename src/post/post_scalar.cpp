@@ -3,6 +3,7 @@
 #include <xmmintrin.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "post/kernels.hpp"
@@ -16,17 +17,21 @@ struct RowOps {
     for (; i + 4 <= n; i += 4) _mm_storeu_ps(o + i, _mm_max_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
     for (; i < n; ++i) o[i] = a[i] > b[i] ? a[i] : b[i];  // maxps semantics
   }
-  static void eq_mask(float* m, const float* s, const float* q, std::ptrdiff_t n) {
-    for (std::ptrdiff_t i = 0; i < n; ++i) m[i] = s[i] == q[i] ? 1.0f : 0.0f;
+  static void mask_row(const float* s, const std::uint64_t* bits, int n, float* out) {
+    for (int i = 0; i < n; ++i) out[i] = ((bits[i / 64] >> (i % 64)) & 1u) != 0 ? 0.0f : s[i];
   }
-  static void suppress(float* ss, const float* d, const float* s, std::ptrdiff_t n) {
-    for (std::ptrdiff_t i = 0; i < n; ++i) ss[i] = d[i] > 0.0f ? 0.0f : s[i];
+  static void max_eq_bits(const float* a, const float* b, const float* s, int n, std::uint64_t* bits) {
+    for (int t = 0; t < (n + 63) / 64; ++t) {
+      std::uint64_t word = 0;
+      for (int i = 64 * t; i < n && i < 64 * t + 64; ++i) {
+        const float q = a[i] > b[i] ? a[i] : b[i];
+        word |= static_cast<std::uint64_t>(s[i] == q) << (i % 64);
+      }
+      bits[t] = word;
+    }
   }
-  static void update(float* m, const float* ss, const float* q, const float* d, std::ptrdiff_t n) {
-    for (std::ptrdiff_t i = 0; i < n; ++i) m[i] = (m[i] != 0.0f || (ss[i] == q[i] && !(d[i] > 0.0f))) ? 1.0f : 0.0f;
-  }
-  static void select(float* out, const float* m, const float* s, std::ptrdiff_t n) {
-    for (std::ptrdiff_t i = 0; i < n; ++i) out[i] = m[i] != 0.0f ? s[i] : 0.0f;
+  static void select_row(float* out, const float* s, const std::uint64_t* bits, int n) {
+    for (int i = 0; i < n; ++i) out[i] = ((bits[i / 64] >> (i % 64)) & 1u) != 0 ? s[i] : 0.0f;
   }
   static void horizontal(const float* in, int h, int w, int r, float* out, float* strip);
 };

@@ -1,7 +1,8 @@
 // 8x8 AVX float transpose (unpack / shuffle / permute2f128) out[t * ldo + s] = in[s * ldi + t], s, t < 8.
 // Include inside an anonymous namespace of an AVX2 or AVX-512 translation unit (internal linkage per ISA level).
 
-void transpose8x8_avx(const float* in, std::ptrdiff_t ldi, float* out, std::ptrdiff_t ldo) {
+inline __attribute__((always_inline)) void transpose8x8_avx(const float* in, std::ptrdiff_t ldi, float* out,
+                                                            std::ptrdiff_t ldo) {
   const __m256 r0 = _mm256_loadu_ps(in + 0 * ldi), r1 = _mm256_loadu_ps(in + 1 * ldi);
   const __m256 r2 = _mm256_loadu_ps(in + 2 * ldi), r3 = _mm256_loadu_ps(in + 3 * ldi);
   const __m256 r4 = _mm256_loadu_ps(in + 4 * ldi), r5 = _mm256_loadu_ps(in + 5 * ldi);

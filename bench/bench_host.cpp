@@ -1,0 +1,150 @@
+// Host part of one request on ONE thread (everything but the network), on a real JPEG: median thread-CPU ms of
+// decode (full RGB vs the R-plane decode, plus raw libjpeg-turbo variants: output colour space and scanlines per
+// call), the R-plane resize to 640x480, scores, simple_nms (r = 4 and 32, fast and reference-free), select,
+// normalize_cells of all cells and sampling. The logits / descriptors are random (the timing does not depend on
+// their values beyond the keypoint count, which select prints).
+//   bench_host [image.jpg] [repeats]
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+// clang-format off
+#include <cstdio>  // jpeglib.h needs size_t and FILE first
+#include <jpeglib.h>
+// clang-format on
+
+#include "image/decode_internal.hpp"
+#include "image/resize.hpp"
+#include "post/post.hpp"
+
+namespace sp = superpoint_rt;
+namespace post = superpoint_rt::post;
+
+namespace {
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+template <class F>
+double median_ms(int repeats, F&& f) {
+  std::vector<double> t;
+  f();
+  for (int i = 0; i < repeats; ++i) {
+    const double c0 = thread_cpu_ms();
+    f();
+    t.push_back(thread_cpu_ms() - c0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Raw libjpeg-turbo decode with Pillow's settings but a chosen output colour space and scanlines per call (no
+// error recovery: the bench input is a valid file).
+std::size_t raw_decode(const std::vector<std::uint8_t>& b, J_COLOR_SPACE cs, int rows_per_call,
+                       std::vector<std::uint8_t>& out) {
+  jpeg_decompress_struct c{};
+  jpeg_error_mgr err{};
+  c.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&c);
+  jpeg_mem_src(&c, b.data(), static_cast<unsigned long>(b.size()));
+  jpeg_read_header(&c, TRUE);
+  c.out_color_space = cs;
+  jpeg_start_decompress(&c);
+  const std::size_t stride = static_cast<std::size_t>(c.output_width) * static_cast<std::size_t>(c.output_components);
+  out.resize(stride * c.output_height);
+  while (c.output_scanline < c.output_height) {
+    JSAMPROW rows[64];
+    const JDIMENSION y = c.output_scanline;
+    JDIMENSION n = std::min<JDIMENSION>(static_cast<JDIMENSION>(rows_per_call), c.output_height - y);
+    for (JDIMENSION i = 0; i < n; ++i) rows[i] = out.data() + (y + i) * stride;
+    jpeg_read_scanlines(&c, rows, n);
+  }
+  jpeg_abort_decompress(&c);
+  jpeg_destroy_decompress(&c);
+  return stride;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string path = argc > 1 ? argv[1] : "../shared/images/berlin01_1600x900.jpg";
+  const int repeats = argc > 2 ? std::max(1, std::atoi(argv[2])) : 31;
+  std::ifstream f(path, std::ios::binary);
+  const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  if (bytes.empty()) {
+    std::fprintf(stderr, "cannot read %s\n", path.c_str());
+    return 1;
+  }
+  std::printf("%s, %d repeats, median thread-CPU ms, post kernels: %s, resize: %s\n", path.c_str(), repeats,
+              post::post_kernel_name(), sp::image::resize_kernel_name());
+  const auto row = [](const char* what, double ms) { std::printf("  %-40s %8.3f\n", what, ms); };
+
+  // ---- decode
+  sp::Image rgb;
+  row("decode_jpeg (RGB)",
+      median_ms(repeats, [&] { rgb = sp::image::decode_jpeg(bytes, "bench", sp::kDefaultMaxPixels); }));
+  sp::Image red;
+  row("decode_jpeg_channel (R)",
+      median_ms(repeats, [&] { red = sp::image::decode_jpeg_channel(bytes, "bench", sp::kDefaultMaxPixels, 0); }));
+  std::vector<std::uint8_t> raw;
+  row("  raw JCS_RGB, 1 row per call", median_ms(repeats, [&] { raw_decode(bytes, JCS_RGB, 1, raw); }));
+  row("  raw JCS_RGB, 16 rows per call", median_ms(repeats, [&] { raw_decode(bytes, JCS_RGB, 16, raw); }));
+  row("  raw JCS_RGB, 64 rows per call", median_ms(repeats, [&] { raw_decode(bytes, JCS_RGB, 64, raw); }));
+  row("  raw JCS_EXT_RGBX, 16 rows per call", median_ms(repeats, [&] { raw_decode(bytes, JCS_EXT_RGBX, 16, raw); }));
+  row("  raw JCS_YCbCr, 16 rows (no conversion)", median_ms(repeats, [&] { raw_decode(bytes, JCS_YCbCr, 16, raw); }));
+
+  // ---- resize of the R plane to 640x480 (from the RGB image, as the engine does today)
+  const int W = 640, H = 480;
+  const sp::image::ResizePlan plan(rgb.width, rgb.height, W, H);
+  sp::image::ResizeScratch rs;
+  std::vector<std::uint8_t> plane(static_cast<std::size_t>(W) * H);
+  row("resize R plane (from RGB, step 3)", median_ms(repeats, [&] {
+        sp::image::resize_plane(plan, rgb.pixels.data(), 3 * static_cast<std::ptrdiff_t>(rgb.width), 3, plane.data(),
+                                rs);
+      }));
+  row("resize R plane (from Gray, step 1)",
+      median_ms(repeats, [&] { sp::image::resize_plane(plan, red.pixels.data(), red.width, 1, plane.data(), rs); }));
+
+  // ---- post-processing on random network outputs of the 480x640 frame
+  const int hc = H / 8, wc = W / 8, dim = 256;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> logits(static_cast<std::size_t>(hc) * wc * 65);
+  for (auto& v : logits) v = 2.0f * nd(rng);
+  for (std::size_t i = 64; i < logits.size(); i += 65) logits[i] += 6.0f;  // mostly dustbin, as real maps
+  std::vector<float> heat(static_cast<std::size_t>(W) * H), nms(heat.size());
+  row("scores_from_logits", median_ms(repeats, [&] { post::scores_from_logits(logits.data(), hc, wc, heat.data()); }));
+  post::NmsScratch scratch;
+  for (int r : {4, 32}) {
+    const std::string what = "simple_nms r=" + std::to_string(r);
+    row(what.c_str(), median_ms(repeats, [&] { post::simple_nms(heat.data(), H, W, r, nms.data(), scratch); }));
+  }
+  post::simple_nms(heat.data(), H, W, 4, nms.data(), scratch);
+  std::vector<post::Keypoint> kps;
+  row("select_keypoints (thr 0.005, border 4, all)",
+      median_ms(repeats, [&] { post::select_keypoints(nms.data(), H, W, 0.005f, 4, -1, kps); }));
+  std::printf("  (%zu keypoints)\n", kps.size());
+  std::vector<float> desc(static_cast<std::size_t>(hc) * wc * dim), work(desc.size());
+  for (auto& v : desc) v = nd(rng);
+  row("normalize_cells (all 4800 cells)", median_ms(repeats, [&] {
+        work = desc;
+        post::normalize_cells(work.data(), hc * wc, dim);
+      }));
+  row("  of which the 4.9 MB copy", median_ms(repeats, [&] { work = desc; }));
+  std::vector<float> out(kps.size() * dim);
+  row("sample_descriptors", median_ms(repeats, [&] {
+        post::sample_descriptors(work.data(), hc, wc, dim, kps.data(), static_cast<int>(kps.size()), out.data());
+      }));
+  return 0;
+}

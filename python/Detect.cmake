@@ -1,0 +1,28 @@
+# Included by the root CMakeLists.txt BEFORE its options: sets SUPERPOINT_RT_PYTHON_DEFAULT, and for a wheel build
+# (scikit-build-core defines SKBUILD) turns the extension on and everything the wheel does not need off.
+if(SKBUILD)
+  set(SUPERPOINT_RT_PYTHON ON CACHE BOOL "Build the Python extension" FORCE)
+  set(SUPERPOINT_RT_TESTS OFF CACHE BOOL "Build the tests" FORCE)
+  set(SUPERPOINT_RT_CLI OFF CACHE BOOL "Build the superpoint-rt executable" FORCE)
+  set(SUPERPOINT_RT_BENCH OFF CACHE BOOL "Build the benchmark programs" FORCE)
+  set(SUPERPOINT_RT_PYTHON_DEFAULT ON)
+  return()
+endif()
+set(SUPERPOINT_RT_PYTHON_DEFAULT OFF)
+# Build against the interpreter the tests use (the project's .venv: Debian's Python, numpy and Pillow) unless the
+# caller chose one.
+if(NOT DEFINED Python3_EXECUTABLE AND EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/.venv/bin/python")
+  set(Python3_EXECUTABLE "${CMAKE_CURRENT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH "Python for the extension")
+endif()
+if(NOT DEFINED SUPERPOINT_RT_PYTHON)
+  find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
+  if(Python3_FOUND)
+    find_package(pybind11 CONFIG QUIET)
+  endif()
+  if(Python3_FOUND AND pybind11_FOUND)
+    set(SUPERPOINT_RT_PYTHON_DEFAULT ON)
+    message(STATUS "superpoint-rt: Python extension ON (Python ${Python3_VERSION}, pybind11 ${pybind11_VERSION})")
+  else()
+    message(STATUS "superpoint-rt: Python extension OFF (needs pybind11 and the Python 3 headers)")
+  endif()
+endif()

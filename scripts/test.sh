@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up and runs every test: formatting, the Release build (warnings as errors) with all gtest and pytest suites
-# through ctest, then the same tests built with AddressSanitizer + UndefinedBehaviorSanitizer.
+# through ctest, `pip install .` in a fresh venv, then the tests built with AddressSanitizer + UndefinedBehaviorSanitizer.
 #   bash scripts/test.sh            everything (what CI runs)
 #   SKIP_SANITIZERS=1 bash scripts/test.sh   the Release pass only
 # Test data: ../shared (or $SUPERPOINT_RT_SHARED); outputs go to temporary folders.
@@ -21,6 +21,9 @@ fi
 echo "== Release build + tests"
 bash scripts/build.sh "$root/build"
 ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 1800
+
+echo "== pip install . in a fresh venv + the quickstart example"
+bash scripts/check-pip-install.sh
 
 if [ "${SKIP_SANITIZERS:-0}" != "1" ]; then
   echo "== ASan + UBSan build + tests"

@@ -7,7 +7,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
-#include "engine/synthetic.hpp"
+#include "image/synthetic.hpp"
 
 namespace superpoint_rt::cli {
 
@@ -32,7 +32,7 @@ int quickstart_main(int argc, char** argv) {
   std::filesystem::create_directories(out_dir);
   Image image;
   if (image_path.empty()) {
-    image = engine::synthetic_image(1280, 720, 2024);
+    image = image::synthetic_image(1280, 720, 2024);
     image_path = out_dir + "/input.png";
     write_png(image_path, image.view());
     std::cout << "no image given: drew a synthetic test image -> " << image_path << "\n";

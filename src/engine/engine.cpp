@@ -12,8 +12,8 @@
 #include <iostream>
 #include <new>
 
-#include "engine/synthetic.hpp"
 #include "engine/thread_pool.hpp"
+#include "image/synthetic.hpp"
 #include "model/hub.hpp"
 #include "post/post.hpp"
 #include "util/cpu.hpp"
@@ -479,7 +479,7 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
   if (!any) return steps;
 
   // The network: the first executions fault in the buffers and the JIT code; with and without descriptors.
-  const Image base = engine::synthetic_image(kNetW, kNetH, 7);
+  const Image base = image::synthetic_image(kNetW, kNetH, 7);
   Params params;
   auto full = [&](const Image& im, const Params& pr, bool reuse) {
     Prepared p = prepare(ImageInput::image(im), pr);
@@ -497,7 +497,7 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
   // not depend on the source size.
   for (const auto& [w, h] : spec.sizes) {
     step("size:" + std::to_string(w) + "x" + std::to_string(h), [&, w = w, h = h] {
-      const Image im = engine::synthetic_image(w, h, 11);
+      const Image im = image::synthetic_image(w, h, 11);
       full(im, params, true);
       full(im, params, true);
     });

@@ -1,10 +1,10 @@
-#include "engine/synthetic.hpp"
+#include "image/synthetic.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 
-namespace superpoint_rt::engine {
+namespace superpoint_rt::image {
 namespace {
 
 // xorshift32: tiny, fast and identical everywhere (std:: distributions are not specified bit-for-bit).
@@ -76,4 +76,4 @@ Image synthetic_image(int width, int height, std::uint32_t seed) {
   return im;
 }
 
-}  // namespace superpoint_rt::engine
+}  // namespace superpoint_rt::image

@@ -7,9 +7,9 @@
 
 #include "superpoint_rt/image.hpp"
 
-namespace superpoint_rt::engine {
+namespace superpoint_rt::image {
 
 /// An RGB image of width x height; the same seed gives the same pixels on every machine.
 Image synthetic_image(int width, int height, std::uint32_t seed = 1);
 
-}  // namespace superpoint_rt::engine
+}  // namespace superpoint_rt::image

@@ -1,7 +1,9 @@
 // bench_forward: median wall time of Executor::run(true) (and run(false)) on the 640x480 network frame at 1 and 2
-// threads, oneDNN backend, float32.
+// threads, oneDNN backend, per precision (fp32 by default).
 //
-//   bench_forward [WEIGHTS_DIR] [--runs N] [--threads a,b,...]
+//   bench_forward [WEIGHTS_DIR] [--runs N] [--threads a,b,...] [--precision fp32,bf16,...]
+// With several precisions the runs are INTERLEAVED (fp32, bf16, fp32, bf16, ...) at each thread count, so that the
+// noise of a shared machine hits every mode alike; the ratio line compares medians measured side by side.
 // WEIGHTS_DIR defaults to $SUPERPOINT_RT_SHARED/weights/superpoint (else ../shared/weights/superpoint).
 // SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto overrides the per-layer algorithm rule.
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +21,16 @@
 #include "superpoint_rt/errors.hpp"
 
 namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  for (std::size_t p = 0; p <= s.size();) {
+    const std::size_t q = std::min(s.find(',', p), s.size());
+    out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -32,18 +45,16 @@ int main(int argc, char** argv) {
   std::string dir;
   int runs = 15;
   std::vector<int> threads{1, 2};
+  std::vector<std::string> precisions{"fp32"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) {
       runs = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--threads" && i + 1 < argc) {
       threads.clear();
-      std::string s = argv[++i];
-      for (std::size_t p = 0; p <= s.size();) {
-        const std::size_t q = std::min(s.find(',', p), s.size());
-        threads.push_back(std::atoi(s.substr(p, q - p).c_str()));
-        p = q + 1;
-      }
+      for (const auto& t : split(argv[++i])) threads.push_back(std::atoi(t.c_str()));
+    } else if (a == "--precision" && i + 1 < argc) {
+      precisions = split(argv[++i]);
     } else {
       dir = a;
     }
@@ -55,30 +66,52 @@ int main(int argc, char** argv) {
   try {
     const auto weights = sp::model::load_weights_dir(dir);
     for (int t : threads) {
-      auto be = sp::backend::create_backend("cpu", weights, {t, "fp32"});
-      auto ex = be->plan({480, 640});
-      std::mt19937 rng(1);
-      std::uniform_int_distribution<int> px(0, 255);
-      for (int i = 0; i < 480 * 640; ++i) ex->input()[i] = static_cast<float>(px(rng)) / 255.0f;
-      ex->run(true);  // warm-up (first-touch of arenas, caches)
-      ex->run(false);
-      std::vector<double> full, kp_only, cpu;
-      for (int r = 0; r < runs; ++r) {
-        const std::clock_t c0 = std::clock();
-        auto t0 = std::chrono::steady_clock::now();
-        ex->run(true);
-        auto t1 = std::chrono::steady_clock::now();
-        cpu.push_back(1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
-        ex->run(false);
-        auto t2 = std::chrono::steady_clock::now();
-        full.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-        kp_only.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+      struct Mode {
+        std::string precision;
+        std::unique_ptr<sp::backend::Backend> be;
+        std::unique_ptr<sp::backend::Executor> ex;
+        std::vector<double> full, kp_only, cpu;
+      };
+      std::vector<Mode> modes;
+      for (const auto& p : precisions) {
+        Mode m;
+        m.precision = p;
+        m.be = sp::backend::create_backend("cpu", weights, {t, p});
+        m.ex = m.be->plan({480, 640});
+        std::mt19937 rng(1);
+        std::uniform_int_distribution<int> px(0, 255);
+        for (int i = 0; i < 480 * 640; ++i) m.ex->input()[i] = static_cast<float>(px(rng)) / 255.0f;
+        m.ex->run(true);  // warm-up (first-touch of arenas, caches)
+        m.ex->run(false);
+        modes.push_back(std::move(m));
       }
-      // CPU time (all threads of the process) tells a busy shared machine's noise apart from the code's cost.
-      std::printf("threads=%d run(true) median %.1f ms (min %.1f, cpu %.1f ms)  run(false) median %.1f ms  [%d runs]\n",
-                  be->threads(), median(full), *std::min_element(full.begin(), full.end()), median(cpu),
-                  median(kp_only), runs);
-      if (t == threads.front()) std::printf("plan: %s\n", ex->plan_description().c_str());
+      for (int r = 0; r < runs; ++r) {
+        for (auto& m : modes) {
+          const std::clock_t c0 = std::clock();
+          auto t0 = std::chrono::steady_clock::now();
+          m.ex->run(true);
+          auto t1 = std::chrono::steady_clock::now();
+          m.cpu.push_back(1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+          m.ex->run(false);
+          auto t2 = std::chrono::steady_clock::now();
+          m.full.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          m.kp_only.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+        }
+      }
+      for (auto& m : modes) {
+        // CPU time (all threads of the process) tells a busy shared machine's noise apart from the code's cost.
+        std::printf(
+            "precision=%s threads=%d run(true) median %.1f ms (min %.1f, cpu %.1f ms)  run(false) median %.1f ms  "
+            "[%d runs]\n",
+            m.precision.c_str(), m.be->threads(), median(m.full), *std::min_element(m.full.begin(), m.full.end()),
+            median(m.cpu), median(m.kp_only), runs);
+        if (t == threads.front()) std::printf("plan: %s\n", m.ex->plan_description().c_str());
+      }
+      for (std::size_t k = 1; k < modes.size(); ++k) {
+        std::printf("ratio %s/%s threads=%d run(true) %.3f  run(false) %.3f\n", modes[k].precision.c_str(),
+                    modes[0].precision.c_str(), t, median(modes[k].full) / median(modes[0].full),
+                    median(modes[k].kp_only) / median(modes[0].kp_only));
+      }
     }
   } catch (const sp::Error& e) {
     std::fprintf(stderr, "bench_forward: %s\n", e.what());

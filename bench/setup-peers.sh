@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the benchmark's peers into bench/.venv (gitignored): onnxruntime (the CPU peer), onnx (to build the
-# peer's graph from our safetensors), numpy. Never run by the build; run by bench/run.sh or by hand.
+# peer's graph from our safetensors), numpy, opencv-python-headless (RANSAC for bench/fidelity_precision.py). Never run by the build; run by bench/run.sh or by hand.
 #
 #   bash bench/setup-peers.sh               # onnxruntime + onnx + numpy
 #   bash bench/setup-peers.sh --with-torch  # also PyPI's torch (large: the default wheel carries CUDA libraries)
@@ -30,8 +30,8 @@ for arg in "$@"; do
   esac
 done
 
-modules=(onnxruntime onnx numpy)
-packages=(onnxruntime onnx numpy)
+modules=(onnxruntime onnx numpy cv2)
+packages=(onnxruntime onnx numpy opencv-python-headless)
 if ((with_torch)); then
   modules+=(torch)
   packages+=(torch)
@@ -55,7 +55,7 @@ if ((${#missing[@]})); then
 fi
 
 "$venv/bin/python" - <<'EOF'
-import numpy, onnx, onnxruntime
+import cv2, numpy, onnx, onnxruntime
 print(f"setup-peers: numpy {numpy.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__} "
-      f"({', '.join(onnxruntime.get_available_providers())})")
+      f"({', '.join(onnxruntime.get_available_providers())}), opencv {cv2.__version__}")
 EOF

@@ -17,14 +17,24 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "model/weights.hpp"
 
 namespace superpoint_rt::backend {
 
+/// One normalised network input plane (H x W floats, v / 255.0f, as Executor::input()) for int8 calibration.
+struct CalibrationPlane {
+  int height = 0, width = 0;
+  std::vector<float> pixels;
+};
+
 struct BackendOptions {
   int threads = 0;                 // 0 = all cores
-  std::string precision = "fp32";  // fp32 (others where offered)
+  std::string precision = "fp32";  // fp32 (others where offered: onednn also bf16, int8)
+  /// int8 only: planes run through the fp32 network to record each layer's maximum activation (the activation
+  /// quantisation scales). Empty = the built-in calibration (image::synthetic_image at 640x480, seeds 1-3).
+  std::vector<CalibrationPlane> calibration = {};
 };
 
 struct PlanOptions {

@@ -1,4 +1,4 @@
-// The oneDNN (CPU, float32) implementation of backend.hpp.
+// The oneDNN (CPU; float32, or the reduced precisions bfloat16 / int8, see Precision) implementation of backend.hpp.
 //
 // The network (docs/ALGORITHM.md §3.3-3.7) is a fixed chain of oneDNN primitives created once per plan():
 //   conv1a relu conv1b relu pool | conv2a conv2b pool | conv3a conv3b pool | conv4a conv4b
@@ -31,6 +31,29 @@
 
 namespace superpoint_rt::backend::onednn {
 
+/// Numeric precision of the network. Every mode is deterministic: bit-identical across runs, plans and thread
+/// counts (tests/backend/test_precision.cpp). bf16 and int8 are NOT equal to fp32; bench/fidelity_precision.py
+/// measures how far (keypoint Jaccard, descriptor cosine, RANSAC inlier ratios) and bench_forward --precision the
+/// speed. conv1a (one input channel) stays f32 in all modes: it is 3% of the f32 forward and rounding its input
+/// or weights cost the most fidelity; its output is converted by the next layer's input reorder.
+///   Fp32: float32 everywhere (the exact path, docs/ALGORITHM.md).
+///   Bf16: bfloat16 weights and activations (round-to-nearest-even from f32), f32 accumulation inside oneDNN's
+///         avx512_core_bf16 (or AMX) kernels, f32 bias; the two last 1x1 convolutions write f32 logits /
+///         descriptors into the output buffers. All direct (oneDNN 2.6 has no bf16 Winograd). Needs avx512_bf16.
+///         On the development Xeon (avx512_bf16, no AMX) it is 2.3-2.7x SLOWER than fp32 (its bf16 dot products
+///         do not beat f32 Winograd); it pays only where oneDNN has AMX kernels.
+///   Int8: u8 activations, s8 weights (per-output-channel scales 127 / max|w[o]|), s32 accumulation, f32 bias
+///         folded into the accumulator domain; activation scales 255 / (per-layer max of the fp32 activations over
+///         the calibration planes: BackendOptions::calibration, default three image::synthetic_image frames,
+///         run when the backend is created, about 1.4 s at 2 threads). f32 logits / descriptors. Needs AVX-512
+///         (VNNI to be fast): 0.40x the fp32 forward on the development Xeon, but keypoints move (Jaccard ~0.70
+///         vs fp32 on the golden images).
+enum class Precision { Fp32, Bf16, Int8 };
+const char* to_string(Precision p) noexcept;
+/// "fp32" | "bf16" | "int8". Throws InvalidArgument for any other name (naming it), for "bf16" when
+/// util::cpu_features() lacks avx512_bf16 and for "int8" without AVX-512 (naming the feature).
+Precision parse_precision(const std::string& name);
+
 enum class ConvAlgo { Direct, Winograd, Auto };
 const char* to_string(ConvAlgo a) noexcept;
 
@@ -48,8 +71,9 @@ struct ConvShape {
 /// direct elsewhere (conv1a, the 128->256 head convolutions, the 1x1s). Reasons and measurements beside the code.
 ConvAlgo choose_conv_algo(const ConvShape& shape, bool avx512_core, const char* override_value);
 
-/// The oneDNN backend ("onednn", device "cpu", precision "fp32"). Copies the weights; Backend::plan() reorders them
-/// into each plan's primitive layouts. Throws InvalidArgument for precisions other than fp32.
+/// The oneDNN backend ("onednn", device "cpu", precision "fp32", "bf16" or "int8"; int8 calibrates in here). Copies the
+/// weights; Backend::plan() reorders (and for bf16 converts) them into each plan's primitive layouts. Throws
+/// InvalidArgument as parse_precision() does.
 std::unique_ptr<Backend> make_onednn_backend(const model::Weights& weights, const BackendOptions& options);
 
 }  // namespace superpoint_rt::backend::onednn

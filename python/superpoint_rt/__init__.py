@@ -11,10 +11,11 @@ See docs/PYTHON.md.
 """
 
 from ._core import __version__
+from ._batch import BatchExtractor, extract_folder, list_names, merge_features
 from ._image import draw_keypoints, read_image, write_png
 from ._model import SuperPoint
 from ._output import SuperPointOutput
 from ._synthetic import synthetic_image
 
 __all__ = ["SuperPoint", "SuperPointOutput", "draw_keypoints", "read_image", "synthetic_image", "write_png",
-           "__version__"]
+           "__version__", "BatchExtractor", "extract_folder", "list_names", "merge_features"]

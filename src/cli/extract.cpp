@@ -1,8 +1,13 @@
-// superpoint-rt extract IMAGE... --out DIR [--format npz|json] [--plot] [model and parameter flags]
+// superpoint-rt extract: per-image .npz/.json files (--out DIR) and/or one hloc feature file (--output FILE.h5).
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
+#include "batch/batch.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
@@ -11,22 +16,68 @@ namespace superpoint_rt::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: superpoint-rt extract IMAGE... --out DIR [--format npz|json] [--plot]\n"
+    "usage: superpoint-rt extract [IMAGE|FOLDER]... [--image-list FILE] [--image-root DIR] [--glob PATTERN]...\n"
+    "         [--output FEATURES.h5] [--as-half] [--skip-existing] [--overwrite] [--shard I/N] [--report FILE]\n"
+    "         [--out DIR] [--format npz|json] [--plot]\n"
     "         [--weights DIR|REPO] [--revision R] [--cache-dir DIR] [--local-files-only] [--threads N]\n"
     "         [--max-keypoints -1..307200] [--keypoint-threshold 0..1] [--nms-radius 0..32]\n"
     "         [--no-descriptors] [--grayscale] [--workers N] [--max-pixels N] [--quiet] [--verbose]\n"
-    "Writes DIR/<image file name>.npz (keypoints, scores, descriptors, image_size) or .json per image,\n"
-    "and DIR/<image file name>.png with the keypoints drawn when --plot is given.\n";
+    "Folders are walked recursively (files matching --glob, default the image extensions); images are processed in\n"
+    "name order. --output writes hloc's feature-file layout (one group per image named by its path relative to the\n"
+    "image root: keypoints (N,2), scores (N,), descriptors (256,N), image_size (W,H)), crash-safely; a report goes\n"
+    "to FEATURES.h5.report.json (or --report). --shard I/N processes every N-th image starting at I.\n"
+    "--out DIR writes DIR/<image file name>.npz (keypoints, scores, descriptors, image_size) or .json per image,\n"
+    "and DIR/<image file name>.png with the keypoints drawn when --plot is given.\n"
+    "Exit code 1 when some images failed (each named in the report and on stderr).\n";
+
+std::string fmt_duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+/// A progress bar on a terminal (rewritten in place), plain lines every 10 s otherwise.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled), tty_(::isatty(2) == 1) {}
+  void update(std::size_t done, std::size_t total, double seconds) {
+    if (!enabled_ || total == 0) return;
+    const bool last = done == total;
+    if (!tty_ && !last && seconds - last_print_ < 10.0) return;
+    last_print_ = seconds;
+    const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
+    const double eta = rate > 0 ? static_cast<double>(total - done) / rate : -1;
+    char line[160];
+    if (tty_) {
+      const int width = 30, fill = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
+      std::string bar(static_cast<std::size_t>(fill), '#');
+      bar.resize(static_cast<std::size_t>(width), '.');
+      std::snprintf(line, sizeof line, "\r[%s] %zu/%zu images  %.2f img/s  ETA %s ", bar.c_str(), done, total, rate,
+                    fmt_duration(eta).c_str());
+      std::cerr << line << (last ? "\n" : "") << std::flush;
+    } else {
+      std::snprintf(line, sizeof line, "progress: %zu/%zu images  %.2f img/s  ETA %s\n", done, total, rate,
+                    fmt_duration(eta).c_str());
+      std::cerr << line << std::flush;
+    }
+  }
+
+ private:
+  bool enabled_, tty_;
+  double last_print_ = -1e9;
+};
 
 }  // namespace
 
 int extract_main(int argc, char** argv) {
   Options options = default_cli_options();
   Params params;
-  std::vector<std::string> images;
-  std::string out_dir, format = "npz";
+  batch::ListSpec list;
+  batch::RunConfig config;
+  std::string out_dir, format = "npz", shard_text;
   bool plot = false, quiet = false;
-  int workers = 2;
   ArgReader args(argc, argv, 2);
   while (!args.done()) {
     const std::string a = args.next();
@@ -45,79 +96,96 @@ int extract_main(int argc, char** argv) {
     else if (a == "--quiet" || a == "-q")
       quiet = true;
     else if (a == "--workers")
-      workers = args.int_value(a, 0, 256, "0..256");
+      config.workers = args.int_value(a, 0, 256, "0..256");
+    else if (a == "--output")
+      config.output = args.value(a);
+    else if (a == "--as-half")
+      config.as_half = true;
+    else if (a == "--skip-existing")
+      config.skip_existing = true;
+    else if (a == "--overwrite")
+      config.overwrite = true;
+    else if (a == "--report")
+      config.report = args.value(a);
+    else if (a == "--shard")
+      shard_text = args.value(a);
+    else if (a == "--image-list")
+      list.image_list = args.value(a);
+    else if (a == "--image-root")
+      list.image_root = args.value(a);
+    else if (a == "--glob")
+      list.globs.push_back(args.value(a));
     else if (a.rfind("-", 0) == 0 && a.size() > 1)
       throw UsageError("unknown option " + a);
     else
-      images.push_back(a);
+      list.inputs.push_back(a);
   }
-  if (images.empty()) throw UsageError("extract: no images given\n" + std::string(kUsage));
-  if (out_dir.empty()) throw UsageError("extract: --out DIR is required\n" + std::string(kUsage));
+  if (list.inputs.empty() && list.image_list.empty())
+    throw UsageError("extract: no images given\n" + std::string(kUsage));
+  if (out_dir.empty() && config.output.empty())
+    throw UsageError("extract: --out DIR or --output FEATURES.h5 is required\n" + std::string(kUsage));
+  if (config.skip_existing && config.overwrite) throw UsageError("extract: --skip-existing and --overwrite conflict");
+  if (config.output.empty() && (config.skip_existing || config.overwrite || config.as_half))
+    throw UsageError("extract: --skip-existing, --overwrite and --as-half need --output FEATURES.h5");
   check_params(params);
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) {
-    std::cerr << "superpoint-rt: error: cannot create output directory " << out_dir << ": " << ec.message() << "\n";
-    return 1;
+  int shard_i = 0, shard_n = 1;
+  if (!shard_text.empty()) {
+    try {
+      std::tie(shard_i, shard_n) = batch::parse_shard(shard_text);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+    config.shard = shard_text;
+  }
+  std::vector<batch::ImageEntry> images;
+  try {
+    images = batch::shard(batch::list_images(list), shard_i, shard_n);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::InvalidArgument) throw UsageError(e.what());
+    throw;
+  }
+  if (!out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec) {
+      std::cerr << "superpoint-rt: error: cannot create output directory " << out_dir << ": " << ec.message() << "\n";
+      return 1;
+    }
+  }
+  if (!config.output.empty()) {
+    // Refuse an existing output before loading the model (the library checks again).
+    namespace fs = std::filesystem;
+    if (!config.skip_existing && !config.overwrite &&
+        (fs::exists(config.output) || !batch::part_files(config.output).empty()))
+      throw UsageError("extract: " + config.output + " exists: use --skip-existing to continue it or --overwrite");
   }
 
   SuperPoint model = SuperPoint::from_pretrained(options);
-  int failed = 0, done = 0;
-  // Chunks keep memory bounded for long lists while the workers still decode ahead within a chunk.
-  constexpr std::size_t kChunk = 16;
-  for (std::size_t start = 0; start < images.size(); start += kChunk) {
-    const std::size_t end = std::min(images.size(), start + kChunk);
-    std::vector<ImageInput> inputs;
-    std::vector<Image> decoded;  // only with --plot: the picture is drawn on the decoded pixels
-    std::vector<std::string> decode_errors(end - start);
-    if (plot) decoded.resize(end - start);
-    for (std::size_t i = start; i < end; ++i) {
-      if (!plot) {
-        inputs.push_back(ImageInput::file(images[i]));
-        continue;
-      }
-      try {
-        decoded[i - start] = decode_file(images[i], options.max_pixels);
-      } catch (const Error& e) {
-        decode_errors[i - start] = e.what();
-      }
-      inputs.push_back(ImageInput::image(decoded[i - start]));
-    }
-    auto results = model.run_each(inputs, params, workers);
-    for (std::size_t i = start; i < end; ++i) {
-      const std::string& path = images[i];
-      const std::string name = std::filesystem::path(path).filename().string();
-      if (!decode_errors[i - start].empty()) {
-        std::cerr << "superpoint-rt: error: " << decode_errors[i - start] << "\n";
-        ++failed;
-        continue;
-      }
-      auto& r = results[i - start];
-      if (auto* e = std::get_if<Error>(&r)) {
-        std::cerr << "superpoint-rt: error: " << e->what() << "\n";
-        ++failed;
-        continue;
-      }
-      const Features& f = std::get<Features>(r);
-      try {
-        const std::string base = out_dir + "/" + name;
-        if (format == "npz")
-          write_features_npz(base + ".npz", f);
-        else
-          write_features_json(base + ".json", f, path);
-        if (plot) write_keypoint_plot(base + ".png", decoded[i - start], f);
-        ++done;
-        if (!quiet)
-          std::cout << path << ": " << f.size() << " keypoints (" << f.image_size[1] << "x" << f.image_size[0]
-                    << ") -> " << base << "." << format << "\n";
-      } catch (const Error& e) {
-        std::cerr << "superpoint-rt: error: " << e.what() << "\n";
-        ++failed;
-      }
-    }
-  }
-  if (failed) std::cerr << "superpoint-rt: " << failed << " of " << images.size() << " images failed\n";
-  return failed ? 1 : 0;
+  const bool per_image_lines = config.output.empty() && !quiet;  // the npz/json mode's one line per image
+  if (!out_dir.empty())
+    config.on_result = [&](const batch::ImageEntry& e, const Features& f) {
+      const std::string base = out_dir + "/" + std::filesystem::path(e.path).filename().string();
+      if (format == "npz")
+        write_features_npz(base + ".npz", f);
+      else
+        write_features_json(base + ".json", f, e.path);
+      if (plot) write_keypoint_plot(base + ".png", decode_file(e.path, options.max_pixels), f);
+      if (per_image_lines)
+        std::cout << e.path << ": " << f.size() << " keypoints (" << f.image_size[1] << "x" << f.image_size[0]
+                  << ") -> " << base << "." << format << "\n";
+    };
+  Progress progress(!quiet && !config.output.empty());
+  config.on_progress = [&](std::size_t done, std::size_t total, double s) { progress.update(done, total, s); };
+
+  const batch::Report rep = batch::run(model, images, params, config);
+  for (const auto& f : rep.failed) std::cerr << "superpoint-rt: error: " << f.error << "\n";
+  if (!quiet && !config.output.empty())
+    std::cerr << "superpoint-rt: " << rep.processed << " extracted, " << rep.skipped << " skipped, "
+              << rep.failed.size() << " failed of " << rep.total << " images in " << rep.seconds << " s ("
+              << rep.images_per_s << " images/s) -> " << config.output << "\n";
+  if (!rep.failed.empty())
+    std::cerr << "superpoint-rt: " << rep.failed.size() << " of " << rep.total << " images failed\n";
+  return rep.failed.empty() ? 0 : 1;
 }
 
 }  // namespace superpoint_rt::cli

@@ -12,6 +12,7 @@ constexpr const char* kUsage =
     "usage: superpoint-rt <command> [options]\n"
     "commands:\n"
     "  extract IMAGE... --out DIR   keypoints + descriptors per image (.npz or .json)\n"
+    "  merge A.h5 B.h5... --output ALL.h5  joins hloc feature files (shards)\n"
     "  quickstart [IMAGE]           keypoints.png, keypoints.json, descriptors.npy for one image\n"
     "  serve [--port 8000]          HTTP server: POST /v1/keypoints, /healthz, /readyz, /metrics\n"
     "  info                         version, backend, CPU features, weights location\n"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
     if (cmd == "extract") return extract_main(argc, argv);
     if (cmd == "quickstart") return quickstart_main(argc, argv);
     if (cmd == "info") return info_main(argc, argv);
+    if (cmd == "merge") return merge_main(argc, argv);
     if (cmd == "serve") return serve_main(argc, argv);
     if (cmd == "--version" || cmd == "version") {
       std::cout << "superpoint-rt " << superpoint_rt::version() << "\n";

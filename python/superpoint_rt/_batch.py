@@ -1,0 +1,111 @@
+"""Batch extraction to hloc feature files: the Python face of `superpoint-rt extract --output F.h5` and
+`superpoint-rt merge` (the same C++ code, src/batch/; see docs/SCALING.md).
+
+    import superpoint_rt
+    report = superpoint_rt.extract_folder("images/", "features.h5", skip_existing=True)
+    print(report["processed"], report["failed"])
+
+The file has hloc's layout (one group per image keyed by its path relative to the image root; keypoints (N, 2) in
+hloc's pixel convention, scores (N,), descriptors (256, N), image_size (W, H)), so hloc.match_features and
+hloc.reconstruction read it as their own.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+from . import _core
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_DEFAULT_MODEL = "magic-leap-community/superpoint"
+
+
+def _load_batchcore():
+    # _batchcore is compiled into _core's shared object (python/src/batch.cpp); load it from that file.
+    name = __package__ + "._batchcore"
+    loader = importlib.machinery.ExtensionFileLoader(name, _core.__file__)
+    spec = importlib.util.spec_from_file_location(name, _core.__file__, loader=loader)
+    if spec is None:
+        raise ImportError(f"cannot load {name} from {_core.__file__}")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+_batchcore = _load_batchcore()
+
+
+def _paths(x: Union[PathLike, Iterable[PathLike], None]) -> List[str]:
+    if x is None:
+        return []
+    if isinstance(x, (str, os.PathLike)):
+        return [os.fspath(x)]
+    return [os.fspath(p) for p in x]
+
+
+class BatchExtractor:
+    """A loaded model for any number of batch extractions (load once, e.g. once per Dask worker).
+
+    `weights` is a local folder with config.json + model.safetensors or a Hugging Face repo id (default:
+    $SUPERPOINT_RT_WEIGHTS, else "magic-leap-community/superpoint"). `threads` = network compute threads (0 = all
+    cores). Threads may share it (runs of one model take turns on the network); never let two runs write the same
+    output file at once.
+    """
+
+    def __init__(self, weights: Optional[PathLike] = None, *, revision: str = "", cache_dir: Optional[PathLike] = None,
+                 local_files_only: bool = False, threads: int = 0, max_pixels: int = _core.DEFAULT_MAX_PIXELS,
+                 verbose: bool = False) -> None:
+        model = os.fspath(weights) if weights is not None else os.environ.get("SUPERPOINT_RT_WEIGHTS", _DEFAULT_MODEL)
+        self._x = _batchcore.Extractor(model, revision or "", os.fspath(cache_dir) if cache_dir else "",
+                                       bool(local_files_only), int(threads), int(max_pixels), bool(verbose))
+
+    def extract(self, images: Union[PathLike, Sequence[PathLike], None], output: PathLike, *,
+                image_list: Optional[PathLike] = None, image_root: Optional[PathLike] = None,
+                glob: Union[str, Sequence[str], None] = None, shard: Optional[str] = None, as_half: bool = False,
+                skip_existing: bool = False, overwrite: bool = False, report: Optional[PathLike] = None,
+                workers: int = 2, max_keypoints: int = 1024, keypoint_threshold: float = 0.005, nms_radius: int = 4,
+                descriptors: bool = True, grayscale: bool = False, progress: bool = False) -> Dict[str, Any]:
+        """Same options as `superpoint-rt extract --output`; returns the report (also written to
+        `report`, default <output>.report.json): total, skipped, processed, failed [{name, path, error}], seconds,
+        images_per_s. Per-image failures are in the report, not raised."""
+        globs = [glob] if isinstance(glob, str) else list(glob or [])
+        text = self._x.extract(_paths(images), os.fspath(output), os.fspath(image_list) if image_list else "",
+                               os.fspath(image_root) if image_root else "", globs, shard or "", bool(as_half),
+                               bool(skip_existing), bool(overwrite), os.fspath(report) if report else "", int(workers),
+                               int(max_keypoints), float(keypoint_threshold), int(nms_radius), bool(descriptors),
+                               bool(grayscale), bool(progress))
+        return json.loads(text)
+
+    def close(self) -> None:
+        self._x.close()
+
+    def __enter__(self) -> "BatchExtractor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def extract_folder(images: Union[PathLike, Sequence[PathLike], None], output: PathLike, *,
+                   weights: Optional[PathLike] = None, threads: int = 0, local_files_only: bool = False,
+                   **options: Any) -> Dict[str, Any]:
+    """Extracts every image of folders / files / an image list into the hloc feature file `output` and returns the
+    report. Options as BatchExtractor.extract (image_list, image_root, glob, shard "i/n", as_half, skip_existing,
+    overwrite, report, workers, max_keypoints, keypoint_threshold, nms_radius, descriptors, grayscale, progress)."""
+    with BatchExtractor(weights, threads=threads, local_files_only=local_files_only) as x:
+        return x.extract(images, output, **options)
+
+
+def merge_features(inputs: Sequence[PathLike], output: PathLike, *, overwrite: bool = False) -> int:
+    """Merges feature files (e.g. shards) into `output` like `superpoint-rt merge`; returns the image count."""
+    return int(_batchcore.merge(_paths(inputs), os.fspath(output), bool(overwrite)))
+
+
+def list_names(path: PathLike) -> List[str]:
+    """The image names in a feature file, as hloc's list_h5_names (sorted)."""
+    return list(_batchcore.list_names(os.fspath(path)))

@@ -1,0 +1,148 @@
+// Batch extraction at scale (issue 6): image listing, sharding, hloc-compatible HDF5 feature files, merging, the
+// per-run report. Used by `superpoint-rt extract --output features.h5`, `superpoint-rt merge` and the Python
+// superpoint_rt.extract_folder.
+//
+// Feature-file layout (hloc's hloc/extract_features.py, read by hloc's list_h5_names / get_keypoints): one group
+// per image keyed by its path relative to the image root with POSIX separators ("a/b.jpg" is group "b.jpg" inside
+// group "a"); datasets
+//   keypoints   (N, 2)   float32 (float16 with as_half), hloc's pixel convention (p + 0.5) * s - 0.5 where p is the
+//                         integer network-frame position and s = original / 640x480 as float32; attribute
+//                         "uncertainty" (float64 scalar) = hloc SuperPoint.detection_noise (2.0) * mean(s)
+//   scores      (N,)     float32 / float16
+//   descriptors (256, N) float32 / float16 (transposed, as hloc stores them)
+//   image_size  (2,)     int64 (width, height)
+//
+// Crash safety: HDF5 1.10 updates metadata in place, so a process killed while it writes can leave a file no
+// reader opens. A run therefore never writes into a file that holds finished work: each chunk of finished images
+// goes to a new "part" file <output>.parts/part-*.h5 written under a temporary name, flushed and renamed (atomic on
+// POSIX); at the end of the run the old output and the parts are merged into <output>.tmp, which is renamed over
+// <output>, and the parts are removed. A run killed at any moment leaves <output> (the previous complete state)
+// and complete part files, each readable by h5py/hloc; `extract --skip-existing` (or `merge`) folds them in.
+//
+// Thread-safety: Debian's HDF5 is built without thread-safety, so every function here that touches HDF5 holds one
+// process-wide lock; separate runs may go on in parallel threads (their HDF5 writes take turns). A PartWriter is
+// for one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "superpoint_rt/superpoint.hpp"
+
+namespace superpoint_rt::batch {
+
+/// One image of a batch: `name` is the hloc key (POSIX path relative to the image root), `path` the file to read.
+struct ImageEntry {
+  std::string name;
+  std::string path;
+};
+
+/// Where the images come from.
+struct ListSpec {
+  /// Files and folders. A folder is walked recursively; names are relative to it (or to `image_root` when set).
+  /// A file's name is its path relative to `image_root` when set, else its file name; a missing file is listed
+  /// (it fails in the run, alone).
+  std::vector<std::string> inputs;
+  /// A text file with one image per line, relative to `image_root` (default: the current directory), as hloc's
+  /// --image_list; empty lines and lines starting with '#' are ignored.
+  std::string image_list;
+  std::string image_root;
+  /// fnmatch(3) patterns a folder's files must match (against the relative path when the pattern has a '/', else
+  /// the file name; '*' matches '/' too). Empty = the common image extensions, case-insensitive.
+  std::vector<std::string> globs;
+};
+
+/// The sorted (by name), duplicate-free list. Throws Error(NotFound) for a missing image list, Error(InvalidArgument)
+/// for two inputs with the same name or a name outside image_root.
+std::vector<ImageEntry> list_images(const ListSpec& spec);
+
+/// Parses "i/n" (0 <= i < n <= 1000000). Throws Error(InvalidArgument) naming the value.
+std::pair<int, int> parse_shard(const std::string& text);
+/// The images of shard i of n: every n-th image of the sorted list starting at i (round robin, so that shards of a
+/// folder sorted by name get similar image sizes). The union of all shards is the list, with no overlap.
+std::vector<ImageEntry> shard(const std::vector<ImageEntry>& images, int index, int count);
+
+/// Names of the images in a feature file, as hloc's list_h5_names: the parent group of every dataset, without the
+/// leading '/'. Sorted. Throws Error(Io) when the file cannot be read.
+std::vector<std::string> list_h5_names(const std::string& path);
+
+/// Values of one image as they are stored (exposed for tests and the Python binding).
+struct HlocFeatures {
+  std::vector<float> keypoints;    // N x 2, hloc convention
+  std::vector<float> scores;       // N
+  std::vector<float> descriptors;  // 256 x N (empty without descriptors)
+  std::int64_t width = 0, height = 0;
+  double uncertainty = 0;
+};
+HlocFeatures to_hloc(const Features& f);
+/// IEEE binary16 bits of x, rounded to nearest even (numpy's astype(np.float16)).
+std::uint16_t float_to_half(float x) noexcept;
+
+/// Writes part files: add() keeps the image in memory, commit() writes everything added since the last commit to a
+/// new part file atomically (see the file comment).
+class PartWriter {
+ public:
+  PartWriter(std::string parts_dir, bool as_half);
+  void add(const std::string& name, const Features& f);
+  /// Returns the number of images committed.
+  std::size_t commit();
+  std::size_t pending() const { return pending_.size(); }
+
+ private:
+  std::string dir_;
+  bool as_half_;
+  std::size_t seq_ = 0;
+  std::vector<std::pair<std::string, HlocFeatures>> pending_;
+};
+
+/// Copies every image of `inputs` (in order) into `output`, written as <output>.tmp and renamed over it. When
+/// `include_existing` and `output` exists, its images come first. A name in two sources throws
+/// Error(InvalidArgument) naming both, unless `overwrite` (the later source wins). Returns the number of images in
+/// the output.
+std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& output, bool overwrite,
+                     bool include_existing);
+
+/// The part files of an output (<output>.parts/*.h5), sorted.
+std::vector<std::string> part_files(const std::string& output);
+
+/// A batch run.
+struct RunConfig {
+  std::string output;    // features .h5 (empty: only per-image files through on_result)
+  bool as_half = false;  // float16 datasets
+  bool skip_existing = false;
+  bool overwrite = false;  // start from an empty output (removes the old file and its parts)
+  int workers = 2;         // decode/resize threads ahead of the network
+  std::size_t chunk = 4;   // images per run_each call and per part file (two calls in flight)
+  std::string report;      // report path; empty = <output>.report.json (no report without output)
+  std::string shard;       // "i/n" for the report
+  /// Called for every image processed (after it is committed to a part file); may throw Error to fail the image.
+  std::function<void(const ImageEntry&, const Features&)> on_result;
+  /// Called after every chunk with (images finished, images to do, seconds since start).
+  std::function<void(std::size_t, std::size_t, double)> on_progress;
+};
+
+struct Failure {
+  std::string name, path, error;
+};
+
+struct Report {
+  std::size_t total = 0;      // images listed (in this shard)
+  std::size_t skipped = 0;    // already in the output (--skip-existing)
+  std::size_t processed = 0;  // extracted and written
+  std::vector<Failure> failed;
+  double seconds = 0;
+  double images_per_s = 0;  // processed / seconds
+  std::string output, shard;
+  /// JSON text of the report.
+  std::string json() const;
+};
+
+/// Runs the model over `images`, writes `config.output` crash-safely, writes the report. Per-image failures go to
+/// the report; the run continues. Throws Error for failures of the output itself (Io) or an existing output
+/// without skip_existing / overwrite (InvalidArgument).
+Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const Params& params,
+           const RunConfig& config);
+
+}  // namespace superpoint_rt::batch

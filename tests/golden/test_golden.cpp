@@ -31,7 +31,9 @@ const GoldenSet kSets[] = {
     {"ntsc", 1024, 0.005f, 4, true, false},
 };
 
-void PrintTo(const GoldenSet& s, std::ostream* os) { *os << s.name; }  // readable ctest names
+void PrintTo(const GoldenSet& s, std::ostream* os) {
+  *os << s.name;
+}  // readable ctest names
 
 SuperPoint& model() {
   static SuperPoint m = [] {

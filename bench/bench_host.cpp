@@ -1,17 +1,17 @@
 // Host part of one request on ONE thread (everything but the network), on a real JPEG: median thread-CPU ms of
 // decode (full RGB vs the R-plane decode, plus raw libjpeg-turbo variants: output colour space and scanlines per
-// call), the R-plane resize to 640x480, scores, simple_nms (r = 4 and 32, fast and reference-free), select,
-// normalize_cells of all cells and sampling. The logits / descriptors are random (the timing does not depend on
-// their values beyond the keypoint count, which select prints).
+// call), the R-plane resize to 640x480, the fused decode + resize the engine uses for JPEGs, scores, simple_nms (r = 4
+// and 32, fast and reference-free), select, normalize_cells of all cells and sampling. The logits / descriptors are
+// random (the timing does not depend on their values beyond the keypoint count, which select prints).
 //   bench_host [image.jpg] [repeats]
 #include <algorithm>
-#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,6 +115,23 @@ int main(int argc, char** argv) {
       }));
   row("resize R plane (from Gray, step 1)",
       median_ms(repeats, [&] { sp::image::resize_plane(plan, red.pixels.data(), red.width, 1, plane.data(), rs); }));
+  // The engine's path for one-plane JPEG requests: decode and resize in one pass (no full-size image).
+  if (sp::image::resize_rows_available()) {
+    const auto shared_plan = std::make_shared<const sp::image::ResizePlan>(plan);
+    const sp::image::PlanFor plan_for = [&](int, int) { return shared_plan; };
+    std::vector<std::uint8_t> fused(plane.size());
+    int fw = 0, fh = 0;
+    row("decode_jpeg + resize R (two steps)", median_ms(repeats, [&] {
+          const sp::Image im = sp::image::decode_jpeg(bytes, "bench", sp::kDefaultMaxPixels);
+          sp::image::resize_plane(plan, im.pixels.data(), 3 * static_cast<std::ptrdiff_t>(im.width), 3, plane.data(),
+                                  rs);
+        }));
+    row("decode_jpeg_resized_plane (R, fused)", median_ms(repeats, [&] {
+          sp::image::decode_jpeg_resized_plane(bytes, "bench", sp::kDefaultMaxPixels, 0, plan_for, fused.data(), rs,
+                                               &fw, &fh);
+        }));
+    if (fused != plane) std::printf("  !! fused plane differs from decode + resize\n");
+  }
 
   // ---- post-processing on random network outputs of the 480x640 frame
   const int hc = H / 8, wc = W / 8, dim = 256;
@@ -142,6 +159,18 @@ int main(int argc, char** argv) {
         post::normalize_cells(work.data(), hc * wc, dim);
       }));
   row("  of which the 4.9 MB copy", median_ms(repeats, [&] { work = desc; }));
+  std::vector<std::uint8_t> mark;
+  row("normalize_sampled_cells (+ the copy)", median_ms(repeats, [&] {
+        work = desc;
+        post::normalize_sampled_cells(work.data(), hc, wc, dim, kps.data(), static_cast<int>(kps.size()), mark);
+      }));
+  std::vector<post::Keypoint> top(kps.begin(), kps.begin() + std::min<std::ptrdiff_t>(1024, std::ssize(kps)));
+  row("normalize_sampled_cells, best 1024 (+ copy)", median_ms(repeats, [&] {
+        work = desc;
+        post::normalize_sampled_cells(work.data(), hc, wc, dim, top.data(), static_cast<int>(top.size()), mark);
+      }));
+  work = desc;
+  post::normalize_cells(work.data(), hc * wc, dim);
   std::vector<float> out(kps.size() * dim);
   row("sample_descriptors", median_ms(repeats, [&] {
         post::sample_descriptors(work.data(), hc, wc, dim, kps.data(), static_cast<int>(kps.size()), out.data());

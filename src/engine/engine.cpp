@@ -13,6 +13,7 @@
 #include <new>
 
 #include "engine/thread_pool.hpp"
+#include "image/decode_internal.hpp"
 #include "image/synthetic.hpp"
 #include "model/hub.hpp"
 #include "post/post.hpp"
@@ -27,7 +28,8 @@ struct Context {
   std::array<std::vector<std::uint8_t>, 3> planes;  // resized 8-bit planes (1 or 3 used)
   std::array<std::vector<std::uint8_t>, 3> source;  // float views rounded to 8 bits, source resolution
   image::ResizeScratch resize;
-  std::vector<float> input;  // the normalised network input, H x W
+  std::vector<float> input;             // the normalised network input, H x W
+  std::vector<std::uint8_t> cell_mark;  // post::normalize_sampled_cells scratch
   std::vector<float> heat, nms;
   post::NmsScratch nms_scratch;
   std::vector<post::Keypoint> keypoints;
@@ -109,6 +111,14 @@ void quantise_float_channel(const ImageView& v, int offset, std::vector<std::uin
     std::uint8_t* o = out.data() + static_cast<std::size_t>(y) * v.width;
     for (int x = 0; x < v.width; ++x) o[x] = static_cast<std::uint8_t>(std::nearbyint(row[x * ch + offset] * 255.0f));
   }
+}
+
+// Step 4 for one plane: input[i] = plane[i] / 255.0f (through the exact table), kNetW x kNetH values.
+void normalise_plane(const std::uint8_t* plane, std::vector<float>& input) {
+  const auto& lut = rescale_lut();
+  const std::size_t n = static_cast<std::size_t>(kNetW) * kNetH;
+  input.resize(n);
+  for (std::size_t i = 0; i < n; ++i) input[i] = lut[plane[i]];
 }
 
 }  // namespace
@@ -228,11 +238,37 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
   // Step 1: decode (paths and bytes) or take the caller's pixels.
   Image decoded;
   ImageView view;
+  // JPEG paths and bytes of a request that needs one plane (not the HF luma of a colour image): decode and resize in
+  // one pass (image::decode_jpeg_resized_plane), so the full-size RGB image is never written and re-read. Same
+  // bits and errors as decode + steps 2-3 below; the decode time then includes the resize.
+  std::vector<std::uint8_t> file_bytes;
+  std::span<const std::uint8_t> encoded;
+  const std::string* encoded_name = nullptr;
   if (const auto* path = std::get_if<ImageInput::Path>(&input.source)) {
-    decoded = decode_file(path->path, options_.max_pixels);
-    view = decoded.view();
+    file_bytes = read_file(path->path);
+    encoded = file_bytes;
+    encoded_name = &path->path;
   } else if (const auto* bytes = std::get_if<ImageInput::Bytes>(&input.source)) {
-    decoded = decode_image(bytes->data, bytes->name, options_.max_pixels);
+    encoded = bytes->data;
+    encoded_name = &bytes->name;
+  }
+  if (encoded_name && options_.max_pixels >= 1 && sniff_format(encoded) == ImageFormat::JPEG) {
+    p.ctx = acquire_context();
+    engine::Context& ctx = *p.ctx;
+    ctx.planes[0].resize(static_cast<std::size_t>(kNetW) * kNetH);
+    const int rgb_channel = params.grayscale ? -1 : rgb_offsets(PixelFormat::RGB, params.bgr)[0];
+    const auto plan_for = [this](int w, int h) { return resize_plan(w, h); };
+    if (image::decode_jpeg_resized_plane(encoded, *encoded_name, options_.max_pixels, rgb_channel, plan_for,
+                                         ctx.planes[0].data(), ctx.resize, &p.width, &p.height)) {
+      p.timing.decode = ms_since(t0);
+      const auto t1 = Clock::now();
+      normalise_plane(ctx.planes[0].data(), ctx.input);
+      p.timing.preprocess = ms_since(t1);
+      return p;
+    }
+  }
+  if (encoded_name) {
+    decoded = decode_image(encoded, *encoded_name, options_.max_pixels);
     view = decoded.view();
   } else if (const auto* v = std::get_if<ImageView>(&input.source)) {
     view = *v;
@@ -247,7 +283,7 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
   const auto t1 = Clock::now();
   p.width = view.width;
   p.height = view.height;
-  p.ctx = acquire_context();
+  if (!p.ctx) p.ctx = acquire_context();
   engine::Context& ctx = *p.ctx;
 
   // Step 2: which plane(s). Gray images feed their plane; colour images channel 0 (R), or channel 2 with bgr, or all
@@ -295,8 +331,7 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
       }
     }
   }
-  if (!luma)
-    for (std::size_t i = 0; i < n; ++i) ctx.input[i] = lut[r[i]];
+  if (!luma) normalise_plane(r, ctx.input);
   p.timing.preprocess = ms_since(t1);
   return p;
 }
@@ -342,7 +377,8 @@ Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_ou
   }
   if (params.return_descriptors) {  // step 11
     float* dense = executor_->descriptors();
-    post::normalize_cells(dense, hc * wc, dim);
+    // Only the cells the sampler reads are normalised (same bits as normalising all hc * wc, about 0.2 ms less).
+    post::normalize_sampled_cells(dense, hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n), ctx.cell_mark);
     f.descriptors.resize(n * static_cast<std::size_t>(dim));
     post::sample_descriptors(dense, hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n), f.descriptors.data());
     f.has_descriptors = true;

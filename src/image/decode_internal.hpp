@@ -13,9 +13,12 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
+#include "image/resize.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/image.hpp"
 
@@ -57,6 +60,21 @@ Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels);
 /// only the channel is kept: no full RGB image (3 bytes per pixel) is allocated and the resize then reads a
 /// contiguous plane. CMYK files take the full decode. Same errors as decode_jpeg; InvalidArgument for a bad channel.
 Image decode_jpeg_channel(Bytes b, const std::string& name, std::int64_t max_pixels, int channel);
+/// The plan for an input size (the engine's per-size cache); called once, after the header checks.
+using PlanFor = std::function<std::shared_ptr<const ResizePlan>(int width, int height)>;
+
+/// Fused JPEG decode + Pillow resize of one plane, for requests that need only one plane: the scanlines are decoded
+/// (same settings and JCS_RGB / JCS_GRAYSCALE output as decode_jpeg, so the same bits) 64 rows at a time into a
+/// small band buffer and each row goes straight into the horizontal resize pass (resize_plane_rows); the full-size
+/// image is never stored. `dst` receives plan.out_w x plan.out_h bytes, bit-identical to decode_jpeg + resize_plane
+/// of the plane. Gray files give their plane; 3-component files give `rgb_channel` (0 = R, 1 = G, 2 = B) and are
+/// refused when rgb_channel < 0 (all three planes are needed). Every scanline is decoded, also those the resize
+/// does not read, so truncated and corrupt files fail as decode_jpeg fails them (same errors).
+/// Returns false, having decoded no pixels, when the fused path does not apply (CMYK or a refused RGB file, or
+/// !resize_rows_available()): the caller then decodes normally. On success sets *width, *height (the source size).
+bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t max_pixels, int rgb_channel,
+                               const PlanFor& plan_for, std::uint8_t* dst, ResizeScratch& scratch, int* width,
+                               int* height);
 ImageInfo probe_png(Bytes b, const std::string& name);
 Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels);
 ImageInfo probe_gif(Bytes b, const std::string& name);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,103 @@ Image decode_jpeg_channel(Bytes b, const std::string& name, std::int64_t max_pix
   im.pixels.resize(n);
   for (std::size_t i = 0; i < n; ++i) im.pixels[i] = full.pixels[3 * i + static_cast<std::size_t>(channel)];
   return im;
+}
+
+namespace {
+
+// The start of a band of scanlines inside `buf` (which has 64 spare bytes), placed 8 bytes past a 64-byte boundary.
+// WHY: with 32-byte aligned output rows, libjpeg-turbo's SIMD colour conversion takes its aligned-store path, which
+// (as far as we can tell from perf: the resize's first load of every band row then stalled, ~0.6 ms per 1600x900
+// image) does not leave the rows in cache; with misaligned rows they are read back from cache (fused decode + resize
+// of berlin01: 8.0 ms instead of 8.25 ms, thread CPU). The bits are the same either way.
+std::uint8_t* cache_resident_rows(std::uint8_t* buf) {
+  const auto a = reinterpret_cast<std::uintptr_t>(buf);
+  return buf + ((64 - a % 64) % 64) + 8;
+}
+
+// Scanlines decoded per band. WHY 64, not libjpeg's 16-row iMCU: alternating libjpeg and the resize every 16 rows
+// cost ~0.3 ms more on a 1600x900 file (each evicts the other's working set); 64 rows of a 1600-wide RGB image
+// (300 KiB) still sit in L2.
+constexpr JDIMENSION kBandRows = 64;
+
+// State of the band decoder behind decode_jpeg_resized_plane (trivially destructible: it lives across setjmp).
+struct BandSource {
+  JpegJob* job;
+  std::uint8_t* band;     // kBandRows rows of row_bytes
+  std::size_t row_bytes;  // output_components * output_width
+  int offset;             // the plane's byte within a pixel
+  JDIMENSION band_first;  // first scanline held in band
+  JDIMENSION band_count;  // scanlines held in band (0 before the first read)
+};
+
+bool start_decompress(JpegJob* j) {
+  if (setjmp(j->err.jump)) return false;
+  jpeg_start_decompress(&j->cinfo);
+  return true;
+}
+
+// Decodes the next (up to) kBandRows scanlines into the band. Only trivially destructible locals (longjmp target); the
+// setjmp lives in this frame, so an error never unwinds through the resize code that called us.
+bool read_band(BandSource* s) {
+  JpegJob* j = s->job;
+  if (setjmp(j->err.jump)) return false;
+  jpeg_decompress_struct* c = &j->cinfo;
+  const JDIMENSION y = c->output_scanline;
+  if (y >= c->output_height) return false;
+  JDIMENSION n = c->output_height - y;
+  if (n > kBandRows) n = kBandRows;
+  JSAMPROW ptrs[kBandRows];
+  for (JDIMENSION i = 0; i < n; ++i) ptrs[i] = s->band + i * s->row_bytes;
+  JDIMENSION got = 0;
+  while (got < n) {
+    const JDIMENSION k = jpeg_read_scanlines(c, ptrs + got, n - got);
+    if (k == 0) return false;
+    got += k;
+  }
+  s->band_first = y;
+  s->band_count = got;
+  return true;
+}
+
+// ResizeRowFn: row y (decoding, and so skipping, the scanlines before it).
+const std::uint8_t* band_row(void* ctx, int y) {
+  auto* s = static_cast<BandSource*>(ctx);
+  const auto yy = static_cast<JDIMENSION>(y);
+  if (y < 0 || yy < s->band_first) return nullptr;  // rows are requested in increasing order only
+  while (yy >= s->band_first + s->band_count) {
+    if (!read_band(s)) return nullptr;
+  }
+  return s->band + (yy - s->band_first) * s->row_bytes + static_cast<std::size_t>(s->offset);
+}
+
+}  // namespace
+
+bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t max_pixels, int rgb_channel,
+                               const PlanFor& plan_for, std::uint8_t* dst, ResizeScratch& scratch, int* width,
+                               int* height) {
+  if (!resize_rows_available()) return false;
+  JpegGuard g;
+  const int ch = open_jpeg(g, b, name);  // JCS_GRAYSCALE / JCS_RGB / JCS_CMYK, as decode_jpeg
+  jpeg_decompress_struct& c = g.job.cinfo;
+  if (c.num_components == 4 || (ch == 3 && (rgb_channel < 0 || rgb_channel > 2))) return false;
+  check_dimensions(ImageFormat::JPEG, name, c.image_width, c.image_height, max_pixels);
+  const int w = static_cast<int>(c.image_width), h = static_cast<int>(c.image_height);
+  const std::shared_ptr<const ResizePlan> plan = plan_for(w, h);
+  if (!plan || plan->in_w != w || plan->in_h != h)
+    fail(ErrorKind::InvalidArgument, ImageFormat::JPEG, name, "the resize plan does not match the image size");
+  const std::size_t row_bytes = static_cast<std::size_t>(ch) * c.image_width;
+  std::vector<std::uint8_t> band(kBandRows * row_bytes + 64);
+  if (!start_decompress(&g.job)) jpeg_fail(g.job, name, "decoding stopped early");
+  BandSource src{&g.job, cache_resident_rows(band.data()), row_bytes, ch == 3 ? rgb_channel : 0, 0, 0};
+  if (!resize_plane_rows(*plan, band_row, &src, ch, dst, scratch)) jpeg_fail(g.job, name, "decoding stopped early");
+  // Decode the scanlines below the resize's last input row too: Pillow decodes the whole file before resizing, so
+  // a file truncated there must fail the same way.
+  while (c.output_scanline < c.output_height) {
+    if (!read_band(&src)) jpeg_fail(g.job, name, "decoding stopped early");
+  }
+  *width = w;
+  *height = h;
+  return true;
 }
 
 }  // namespace superpoint_rt::image

@@ -204,15 +204,18 @@ namespace {
 
 using KernelFn = void (*)(const ResizePlan&, const std::uint8_t*, std::ptrdiff_t, int, std::uint8_t*, ResizeScratch&);
 
+using RowsFn = bool (*)(const ResizePlan&, ResizeRowFn, void*, int, std::uint8_t*, ResizeScratch&);
+
 struct Kernel {
   KernelFn fn;
   const char* name;
+  RowsFn rows = nullptr;  // null for the scalar reference (it needs the whole plane)
 };
 
 Kernel pick_kernel() {
   switch (util::best_isa()) {
-    case util::Isa::Avx512: return {detail::resize_plane_avx512, "avx512"};
-    case util::Isa::Avx2: return {detail::resize_plane_avx2, "avx2"};
+    case util::Isa::Avx512: return {detail::resize_plane_avx512, "avx512", detail::resize_plane_rows_avx512};
+    case util::Isa::Avx2: return {detail::resize_plane_avx2, "avx2", detail::resize_plane_rows_avx2};
     case util::Isa::Scalar: break;
   }
   return {resize_plane_reference, "scalar"};
@@ -228,6 +231,17 @@ const Kernel& kernel() {
 void resize_plane(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
                   std::uint8_t* dst, ResizeScratch& scratch) {
   kernel().fn(plan, src, row_stride, pixel_step, dst, scratch);
+}
+
+bool resize_plane_rows(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pixel_step, std::uint8_t* dst,
+                       ResizeScratch& scratch) {
+  const RowsFn rows = kernel().rows;
+  if (!rows) throw Error(ErrorKind::InvalidArgument, "resize_plane_rows needs an AVX2 or AVX-512 resize kernel");
+  return rows(plan, fn, ctx, pixel_step, dst, scratch);
+}
+
+bool resize_rows_available() noexcept {
+  return kernel().rows != nullptr;
 }
 
 const char* resize_kernel_name() noexcept {

@@ -68,6 +68,23 @@ void resize_plane_reference(const ResizePlan& plan, const std::uint8_t* src, std
 void resize_plane(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
                   std::uint8_t* dst, ResizeScratch& scratch);
 
+/// Source of input rows for resize_plane_rows: returns a pointer to input row y (sample x at row[x * pixel_step]),
+/// valid until the next call, or null to abort the resize (e.g. a decode error). Called once per needed row, in
+/// increasing y; rows outside ybox_first..ybox_last-1 are never requested (the caller skips / drains them).
+using ResizeRowFn = const std::uint8_t* (*)(void* ctx, int y);
+
+/// resize_plane with the input rows pulled one at a time from `fn` instead of read from a plane in memory: the
+/// fused JPEG decode + resize (decode_internal.hpp) feeds freshly decoded rows straight into the horizontal pass, so
+/// the full-size image is never stored. Same bits as resize_plane (it is the same code; resize_plane is this with
+/// rows src + y * row_stride). Returns false when fn returned null (dst is then incomplete). SIMD kernels only:
+/// call it only when resize_rows_available(); otherwise throws Error(InvalidArgument).
+bool resize_plane_rows(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pixel_step, std::uint8_t* dst,
+                       ResizeScratch& scratch);
+
+/// Whether resize_plane_rows can run on this CPU (an AVX2 or AVX-512 kernel is in use; not with
+/// SUPERPOINT_RT_ISA=scalar).
+bool resize_rows_available() noexcept;
+
 /// Name of the kernel resize_plane uses on this CPU ("avx512", "avx2" or "scalar").
 const char* resize_kernel_name() noexcept;
 

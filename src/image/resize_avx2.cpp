@@ -104,7 +104,12 @@ void vrow_avx2(const ResizePlan& plan, const std::uint8_t* tmp, std::ptrdiff_t t
 
 void resize_plane_avx2(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
                        std::uint8_t* dst, ResizeScratch& scratch) {
-  run_resize(plan, src, row_stride, pixel_step, dst, scratch, hrow_avx2, vrow_avx2);
+  (void)run_resize(plan, StridedRows{src, row_stride}, pixel_step, dst, scratch, hrow_avx2, vrow_avx2);
+}
+
+bool resize_plane_rows_avx2(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pixel_step, std::uint8_t* dst,
+                            ResizeScratch& scratch) {
+  return run_resize(plan, CallbackRows{fn, ctx}, pixel_step, dst, scratch, hrow_avx2, vrow_avx2);
 }
 
 }  // namespace superpoint_rt::image::detail

@@ -119,7 +119,12 @@ void vrow_avx512(const ResizePlan& plan, const std::uint8_t* tmp, std::ptrdiff_t
 
 void resize_plane_avx512(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
                          std::uint8_t* dst, ResizeScratch& scratch) {
-  run_resize(plan, src, row_stride, pixel_step, dst, scratch, hrow_avx512, vrow_avx512);
+  (void)run_resize(plan, StridedRows{src, row_stride}, pixel_step, dst, scratch, hrow_avx512, vrow_avx512);
+}
+
+bool resize_plane_rows_avx512(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pixel_step, std::uint8_t* dst,
+                              ResizeScratch& scratch) {
+  return run_resize(plan, CallbackRows{fn, ctx}, pixel_step, dst, scratch, hrow_avx512, vrow_avx512);
 }
 
 }  // namespace superpoint_rt::image::detail

@@ -17,4 +17,10 @@ void resize_plane_avx2(const ResizePlan& plan, const std::uint8_t* src, std::ptr
 void resize_plane_avx512(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
                          std::uint8_t* dst, ResizeScratch& scratch);
 
+/// The row-callback forms (resize_plane_rows); same requirements as above.
+bool resize_plane_rows_avx2(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pixel_step, std::uint8_t* dst,
+                            ResizeScratch& scratch);
+bool resize_plane_rows_avx512(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pixel_step, std::uint8_t* dst,
+                              ResizeScratch& scratch);
+
 }  // namespace superpoint_rt::image::detail

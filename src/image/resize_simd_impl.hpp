@@ -108,18 +108,39 @@ struct RowPrefetch {
   }
 };
 
+/// Input rows of a plane held in memory: row y starts at src + y * row_stride.
+struct StridedRows {
+  const std::uint8_t* src;
+  std::ptrdiff_t row_stride;
+  const std::uint8_t* row(int y) const { return src + y * row_stride; }
+  /// The row after y, for RowPrefetch (null: nothing to prefetch).
+  const std::uint8_t* prefetch_after(int y) const { return src + (y + 1) * row_stride; }
+};
+
+/// Input rows pulled from a callback (resize_plane_rows: the fused JPEG decode + resize). The rows are produced on
+/// demand into a small buffer that is hot in cache, so there is nothing to prefetch.
+struct CallbackRows {
+  ResizeRowFn fn;
+  void* ctx;
+  const std::uint8_t* row(int y) const { return fn(ctx, y); }
+  const std::uint8_t* prefetch_after(int) const { return nullptr; }
+};
+
 /// HRow(plan, const int16_t* row, uint8_t* out, const RowPrefetch& pf): the out_w outputs of one row; row holds in_w
 /// samples followed by at least h_taps zeros; it calls pf.issue(g) once per output group g. VRow(plan, const uint8_t*
 /// tmp, ptrdiff_t tmp_stride, int yy, uint8_t* out): output row yy from the intermediate (rows relative to ybox_first,
-/// out_w rounded up to 64 readable per row).
-template <class HRow, class VRow>
-void run_resize(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t row_stride, int pixel_step,
-                std::uint8_t* dst, ResizeScratch& scratch, HRow hrow, VRow vrow) {
+/// out_w rounded up to 64 readable per row). Rows(src).row(y) gives input row y; rows are requested once each, in
+/// increasing y, and a null row aborts the resize: run_resize then returns false (dst incomplete).
+template <class Rows, class HRow, class VRow>
+bool run_resize(const ResizePlan& plan, const Rows& src, int pixel_step, std::uint8_t* dst, ResizeScratch& scratch,
+                HRow hrow, VRow vrow) {
   if (!plan.need_h && !plan.need_v) {  // Image.resize returns self.copy() at the same size
     for (int y = 0; y < plan.in_h; ++y) {
-      deinterleave(src + y * row_stride, pixel_step, plan.in_w, dst + static_cast<std::ptrdiff_t>(y) * plan.out_w);
+      const std::uint8_t* s = src.row(y);
+      if (!s) return false;
+      deinterleave(s, pixel_step, plan.in_w, dst + static_cast<std::ptrdiff_t>(y) * plan.out_w);
     }
-    return;
+    return true;
   }
   const std::ptrdiff_t ts = (static_cast<std::ptrdiff_t>(plan.out_w) + 63) / 64 * 64;
   const int first = plan.ybox_first;
@@ -149,19 +170,23 @@ void run_resize(const ResizePlan& plan, const std::uint8_t* src, std::ptrdiff_t 
     pf.lines = static_cast<int>((row_bytes + 63) / 64);
     pf.per_group = (pf.lines + plan.h_groups - 1) / plan.h_groups;
     for (int r = 0; r < rows; ++r) {
-      const std::uint8_t* s = src + (r + first) * row_stride;
+      const std::uint8_t* s = src.row(r + first);
+      if (!s) return false;
       deinterleave(s, pixel_step, plan.in_w, row16);
-      pf.next = r + 1 < rows ? s + row_stride : nullptr;
+      pf.next = r + 1 < rows ? src.prefetch_after(r + first) : nullptr;
       hrow(plan, static_cast<const std::int16_t*>(row16), out + r * os, pf);
       vertical_upto(r + 1);
     }
   } else {
     for (int r = 0; r < rows; ++r) {
-      deinterleave(src + (r + first) * row_stride, pixel_step, plan.in_w, scratch.tmp.data() + r * ts);
+      const std::uint8_t* s = src.row(r + first);
+      if (!s) return false;
+      deinterleave(s, pixel_step, plan.in_w, scratch.tmp.data() + r * ts);
       vertical_upto(r + 1);
     }
   }
   vertical_upto(rows);  // every row is ready here: a safety net should the bounds ever not be monotonic
+  return true;
 }
 
 }  // namespace

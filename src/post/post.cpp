@@ -317,6 +317,42 @@ void normalize_cells_reference(float* desc, int cells, int dim) {
   }
 }
 
+void normalize_sampled_cells(float* desc, int hc, int wc, int dim, const Keypoint* kps, int n,
+                             std::vector<std::uint8_t>& mark) {
+  check_size("normalize_sampled_cells", "hc", hc);
+  check_size("normalize_sampled_cells", "wc", wc);
+  check_size("normalize_sampled_cells", "dim", dim);
+  check_size("normalize_sampled_cells", "keypoint count", n);
+  if (n == 0 || dim == 0) return;
+  const std::size_t cells = static_cast<std::size_t>(hc) * static_cast<std::size_t>(wc);
+  const detail::Kernels& k = best_kernels();
+  // With 4 taps per keypoint, 4 * n >= cells usually touches nearly every cell: marking would cost more than it saves
+  // (bench_host: 6349 keypoints, 0.85 ms against 0.73 ms for all 4800 cells; 1024 keypoints, 0.61 ms).
+  if (4 * static_cast<std::size_t>(n) >= cells) {
+    k.normalize(desc, static_cast<int>(cells), dim);
+    return;
+  }
+  mark.assign(cells, 0);
+  for (int i = 0; i < n; ++i) {
+    const detail::Taps t = detail::descriptor_taps(desc, hc, wc, dim, kps[i]);
+    for (const float* c : t.corner)
+      if (c != nullptr) mark[static_cast<std::size_t>((c - desc) / dim)] = 1;
+  }
+  // Each cell is normalised on its own (every kernel handles cells independently), so runs of marked cells go to
+  // the kernel as one call and the bits are those of normalize_cells.
+  std::size_t c = 0;
+  while (c < cells) {
+    if (!mark[c]) {
+      ++c;
+      continue;
+    }
+    std::size_t end = c + 1;
+    while (end < cells && mark[end]) ++end;
+    k.normalize(desc + static_cast<std::ptrdiff_t>(c) * dim, static_cast<int>(end - c), dim);
+    c = end;
+  }
+}
+
 void sample_descriptors(const float* desc, int hc, int wc, int dim, const Keypoint* kps, int n, float* out) {
   check_size("sample_descriptors", "hc", hc);
   check_size("sample_descriptors", "wc", wc);

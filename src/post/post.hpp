@@ -46,6 +46,15 @@ void normalize_cells(float* desc, int cells, int dim);
 /// The plain scalar form of normalize_cells (same bits: every level sums the squares in one fixed order).
 void normalize_cells_reference(float* desc, int cells, int dim);
 
+/// Step 11a restricted to the cells step 11b reads: normalize_cells of only the (up to 4) corner cells that
+/// sample_descriptors takes for each of the n keypoints (the same taps, so the same float formula decides them).
+/// sample_descriptors on the result gives the same bits as after normalize_cells of all hc * wc cells, which it
+/// replaces when only the sampled descriptors are returned; the other cells are left as they were (when 4 * n >=
+/// hc * wc every cell is normalised: nearly all would be touched anyway). `mark` is
+/// per-call scratch (resized to hc * wc). Same size checks as sample_descriptors.
+void normalize_sampled_cells(float* desc, int hc, int wc, int dim, const Keypoint* kps, int n,
+                             std::vector<std::uint8_t>& mark);
+
 /// Step 11b: HF _sample_descriptors at each keypoint from the L2-normalised dense map (hc x wc x dim):
 /// grid_sample bilinear, align_corners=True, zeros padding, fma order of docs/ALGORITHM.md §4, then L2
 /// re-normalisation. out: n x dim.

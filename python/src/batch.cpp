@@ -17,6 +17,7 @@
 // The library's internal batch header (src/ is not on this target's include path; python/CMakeLists.txt stays as it
 // is).
 #include "../../src/batch/batch.hpp"
+#include "params.hpp"
 
 namespace py = pybind11;
 namespace sp = superpoint_rt;
@@ -50,13 +51,8 @@ class Extractor {
     if (output.empty()) throw sp::Error(sp::ErrorKind::InvalidArgument, "extract_folder: output is required");
     if (skip_existing && overwrite)
       throw sp::Error(sp::ErrorKind::InvalidArgument, "extract_folder: skip_existing and overwrite conflict");
-    sp::Params params;
-    params.max_keypoints = max_keypoints;
-    params.keypoint_threshold = keypoint_threshold;
-    params.nms_radius = nms_radius;
-    params.return_descriptors = return_descriptors;
-    params.grayscale = grayscale;
-    params.validate();
+    const sp::Params params = sp::python::make_params(max_keypoints, keypoint_threshold, nms_radius, return_descriptors,
+                                                      /*bgr=*/false, grayscale);
     sp::batch::RunConfig c;
     c.output = output;
     c.as_half = as_half;

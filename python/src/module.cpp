@@ -23,10 +23,12 @@
 #include <variant>
 #include <vector>
 
+#include "params.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
 namespace py = pybind11;
 namespace sp = superpoint_rt;
+using sp::python::make_params;
 
 namespace {
 
@@ -98,19 +100,6 @@ sp::ImageInput to_input(const py::handle& obj, Keepalive& keep) {
   }
   throw py::type_error("unsupported image object of type " +
                        py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>());
-}
-
-sp::Params make_params(int max_keypoints, float keypoint_threshold, int nms_radius, bool return_descriptors, bool bgr,
-                       bool grayscale) {
-  sp::Params p;
-  p.max_keypoints = max_keypoints;
-  p.keypoint_threshold = keypoint_threshold;
-  p.nms_radius = nms_radius;
-  p.return_descriptors = return_descriptors;
-  p.bgr = bgr;
-  p.grayscale = grayscale;
-  p.validate();  // the Python layer validated already; this keeps the C++ contract for direct _core users
-  return p;
 }
 
 // (keypoints (N,2), scores (N,), descriptors (N,D) or None, image_size (h, w), scale (sx, sy), timing dict), with

@@ -2,7 +2,9 @@
 // decode (full RGB vs the R-plane decode, plus raw libjpeg-turbo variants: output colour space and scanlines per
 // call), the R-plane resize to 640x480, the fused decode + resize the engine uses for JPEGs, scores, simple_nms (r = 4
 // and 32, fast and reference-free), select, normalize_cells of all cells and sampling. The logits / descriptors are
-// random (the timing does not depend on their values beyond the keypoint count, which select prints).
+// random (the timing does not depend on their values beyond the keypoint count, which select prints), except for
+// simple_nms_above, whose work depends on the map: it runs on the golden score map of the image when
+// golden/dense/<image name>.npz sits beside the images folder.
 //   bench_host [image.jpg] [repeats]
 #include <algorithm>
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include "image/decode_internal.hpp"
 #include "image/resize.hpp"
 #include "post/post.hpp"
+#include "util/npz.hpp"
 
 namespace sp = superpoint_rt;
 namespace post = superpoint_rt::post;
@@ -146,6 +149,21 @@ int main(int argc, char** argv) {
   for (int r : {4, 32}) {
     const std::string what = "simple_nms r=" + std::to_string(r);
     row(what.c_str(), median_ms(repeats, [&] { post::simple_nms(heat.data(), H, W, r, nms.data(), scratch); }));
+  }
+  {
+    // The engine's NMS (threshold-aware) on a real score map.
+    const std::string name = path.substr(path.find_last_of('/') + 1);
+    const std::string golden = path.substr(0, path.find_last_of('/') + 1) + "../golden/dense/" + name + ".npz";
+    std::ifstream probe(golden);
+    if (probe) {
+      const std::vector<float> real = sp::util::load_npz(golden).at("score_map").as_float();
+      if (real.size() == heat.size()) {
+        row("simple_nms r=4 (golden score map)",
+            median_ms(repeats, [&] { post::simple_nms(real.data(), H, W, 4, nms.data(), scratch); }));
+        row("simple_nms_above r=4 thr 0.005 (golden)",
+            median_ms(repeats, [&] { post::simple_nms_above(real.data(), H, W, 4, 0.005f, nms.data(), scratch); }));
+      }
+    }
   }
   post::simple_nms(heat.data(), H, W, 4, nms.data(), scratch);
   std::vector<post::Keypoint> kps;

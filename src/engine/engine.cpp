@@ -361,9 +361,10 @@ Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_ou
   const auto t2 = Clock::now();
   ctx.heat.resize(static_cast<std::size_t>(kNetW) * kNetH);
   ctx.nms.resize(ctx.heat.size());
-  post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());                               // step 6
-  post::simple_nms(ctx.heat.data(), kNetH, kNetW, params.nms_radius, ctx.nms.data(), ctx.nms_scratch);  // step 7
-  post::select_keypoints(ctx.nms.data(), kNetH, kNetW, params.keypoint_threshold,                       // 8-10
+  post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());                              // step 6
+  post::simple_nms_above(ctx.heat.data(), kNetH, kNetW, params.nms_radius, params.keypoint_threshold,  // step 7
+                         ctx.nms.data(), ctx.nms_scratch);
+  post::select_keypoints(ctx.nms.data(), kNetH, kNetW, params.keypoint_threshold,  // 8-10
                          weights_config_.border_removal_distance, params.max_keypoints, ctx.keypoints);
   const std::size_t n = ctx.keypoints.size();
   f.scores.resize(n);

@@ -25,8 +25,9 @@ struct Kernels {
   util::Isa isa;
   /// scores_from_logits (hc, wc >= 1).
   void (*scores)(const float* logits, int hc, int wc, float* heat);
-  /// simple_nms for radius >= 1; `work` holds nms_work_floats(h, w, radius) floats.
-  void (*nms)(const float* heat, int h, int w, int radius, float* out, float* work);
+  /// simple_nms for radius >= 1 (threshold -inf), or simple_nms_above(threshold); `work` holds
+  /// nms_work_floats(h, w, radius) floats.
+  void (*nms)(const float* heat, int h, int w, int radius, float threshold, float* out, float* work);
   /// Writes the x in [x0, x1) with row[x] > threshold, ascending, to xs; returns their count (<= x1 - x0).
   int (*collect)(const float* row, int x0, int x1, float threshold, int* xs);
   /// F.normalize of n vectors of `dim` floats in place, sum of squares in the canonical order (l2_sum_reference).

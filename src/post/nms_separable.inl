@@ -9,6 +9,8 @@
 //   static void max_eq_bits(const float* a, const float* b, const float* s, int n, std::uint64_t* bits);
 //       // bit i of bits = (s[i] == max(a[i], b[i])); writes ceil(n / 64) words, bits >= n cleared
 //   static void select_row(float* out, const float* s, const std::uint64_t* bits, int n);  // out = bit ? s : 0
+//   static void gt_bits(const float* s, float t, int n, std::uint64_t* bits);
+//       // bit i of bits = (s[i] > t); writes ceil(n / 64) words, bits >= n cleared
 // Everything here then has internal linkage, so each ISA level keeps its own copy (see kernels.hpp). It uses no
 // std:: templates for the same reason.
 //
@@ -25,6 +27,17 @@
 // whatever r is. The horizontal pass (ISA-specific) transposes strips of rows into a small buffer and runs the
 // recurrence there, several rows per vector. The vertical pass works on column chunks of kNmsChunk floats, so
 // its block buffer stays in L1, and its last max is fused with the comparison against S that yields mask bits.
+//
+// Threshold-aware rounds (simple_nms_above). Let A = (S > t). Only pixels of A can become keypoints, and their
+// fate does not depend on the other pixels' masks: a pixel q outside A that is a maximum of its window has no pixel
+// of A within r (it would be larger), and one that turns into a new maximum in a later round has only pixels of A
+// within r that are already suppressed (their SS is 0 <= S[q]). So after the first (dense) round only the
+// candidates C = A & !M & !D can change, and they only shrink from round to round (M and D only grow). When C is
+// empty the rounds stop; when it is small, P(SS) is evaluated at the candidates only: the horizontal pass on the
+// rows within r of a candidate row, then a vertical max over 2r+1 rows per candidate. When C is large the dense
+// pool runs (per-candidate work is bounded by the dense cost, so the time stays independent of r). With t = -inf,
+// A is every pixel and the result is simple_nms exactly; otherwise it is exact on A, and pixels outside A get
+// either their score or 0 (both <= t), so the keypoints selected with `> t` are the same.
 
 constexpr int kNmsChunk = 128;     // columns per vertical-pass chunk (a multiple of 64: whole mask words)
 constexpr int kNmsStripRows = 16;  // rows masked at a time before the horizontal pass
@@ -160,11 +173,12 @@ void dilate_bits(const std::uint64_t* m, int h, int w, int r, std::uint64_t* d) 
 }
 
 struct NmsBuffers {
-  std::uint64_t *m, *d, *e;  // h * nw words each: max mask, dilated mask, new maxima
-  float* hp;                 // h * w: horizontal pass result
-  float* tmp;                // kNmsStripRows * w: masked scores (SS) of one strip
-  float *blk, *grow, *ninf;  // k * kNmsChunk, kNmsChunk, kNmsChunk
-  float* strip;              // horizontal pass buffers
+  std::uint64_t *m, *d, *e, *a;  // h * nw words each: max mask, dilated mask, new maxima, above threshold
+  unsigned char* need;           // h bytes: rows the sparse round's horizontal pass covers
+  float* hp;                     // h * w: horizontal pass result
+  float* tmp;                    // kNmsStripRows * w: masked scores (SS) of one strip
+  float *blk, *grow, *ninf;      // k * kNmsChunk, kNmsChunk, kNmsChunk
+  float* strip;                  // horizontal pass buffers
 };
 
 // e = (S == max_pool(X)) as bits, where X = S, or SS = (D ? 0 : S) when d is given.
@@ -187,12 +201,93 @@ void pool_eq(const float* s, const std::uint64_t* d, int h, int w, int r, std::u
   }
 }
 
+// One suppression round at a few candidates: each bit of C = a & !m & !d whose score is the maximum of
+// SS = (d ? 0 : s) over its window, scanned directly ((2r+1)^2 reads per candidate), is set in m.
+void candidate_round(const float* s, int h, int w, int r, const NmsBuffers& b) {
+  const int nw = nms_words(w);
+  for (int y = 0; y < h; ++y) {
+    const int y0 = y - r < 0 ? 0 : y - r, y1 = y + r + 1 < h ? y + r + 1 : h;
+    for (int t = 0; t < nw; ++t) {
+      const std::ptrdiff_t i = static_cast<std::ptrdiff_t>(y) * nw + t;
+      std::uint64_t c = b.a[i] & ~b.m[i] & ~b.d[i];
+      while (c != 0) {
+        const int x = 64 * t + __builtin_ctzll(c);
+        c &= c - 1;
+        const int x0 = x - r < 0 ? 0 : x - r, x1 = x + r + 1 < w ? x + r + 1 : w;
+        const float v = s[static_cast<std::ptrdiff_t>(y) * w + x];
+        bool is_max = true;
+        for (int yy = y0; yy < y1 && is_max; ++yy) {
+          const float* srow = s + static_cast<std::ptrdiff_t>(yy) * w;
+          const std::uint64_t* drow = b.d + static_cast<std::ptrdiff_t>(yy) * nw;
+          for (int xx = x0; xx < x1; ++xx) {
+            const float q = ((drow[xx / 64] >> (xx % 64)) & 1u) != 0 ? 0.0f : srow[xx];  // SS
+            if (q > v) {
+              is_max = false;
+              break;
+            }
+          }
+        }
+        if (is_max) b.m[i] |= std::uint64_t{1} << (x % 64);
+      }
+    }
+  }
+}
+
+// One suppression round at the candidates only: bits of C = a & !m & !d that are maxima of SS = (d ? 0 : s) over
+// their window are set in m. The horizontal pass runs on the rows within r of a candidate row.
+void sparse_round(const float* s, int h, int w, int r, const NmsBuffers& b) {
+  const int nw = nms_words(w);
+  const auto cand = [&](std::ptrdiff_t i) { return b.a[i] & ~b.m[i] & ~b.d[i]; };
+  // Rows whose horizontal pass a candidate reads: [y - r, y + r] around each candidate row.
+  for (int y = 0; y < h; ++y) b.need[y] = 0;
+  for (int y = 0; y < h; ++y) {
+    bool any = false;
+    for (int t = 0; t < nw && !any; ++t) any = cand(static_cast<std::ptrdiff_t>(y) * nw + t) != 0;
+    if (!any) continue;
+    const int lo = y - r < 0 ? 0 : y - r, hi = y + r + 1 < h ? y + r + 1 : h;
+    for (int yy = lo; yy < hi; ++yy) b.need[yy] = 1;
+  }
+  // Horizontal running max of SS on runs of needed rows, kNmsStripRows at a time (as pool_eq).
+  for (int y = 0; y < h;) {
+    if (!b.need[y]) {
+      ++y;
+      continue;
+    }
+    int end = y;
+    while (end < h && b.need[end] && end - y < kNmsStripRows) ++end;
+    for (int i = y; i < end; ++i)
+      RowOps::mask_row(s + static_cast<std::ptrdiff_t>(i) * w, b.d + static_cast<std::ptrdiff_t>(i) * nw, w,
+                       b.tmp + static_cast<std::ptrdiff_t>(i - y) * w);
+    RowOps::horizontal(b.tmp, end - y, w, r, b.hp + static_cast<std::ptrdiff_t>(y) * w, b.strip);
+    y = end;
+  }
+  // Vertical max at each candidate. A candidate is not in d, so its SS is its score.
+  for (int y = 0; y < h; ++y) {
+    const int lo = y - r < 0 ? 0 : y - r, hi = y + r + 1 < h ? y + r + 1 : h;
+    for (int t = 0; t < nw; ++t) {
+      const std::ptrdiff_t i = static_cast<std::ptrdiff_t>(y) * nw + t;
+      std::uint64_t c = cand(i);
+      while (c != 0) {
+        const int x = 64 * t + __builtin_ctzll(c);
+        c &= c - 1;
+        float v = -__builtin_inff();
+        for (int yy = lo; yy < hi; ++yy) {
+          const float q = b.hp[static_cast<std::ptrdiff_t>(yy) * w + x];
+          v = q > v ? q : v;
+        }
+        if (s[static_cast<std::ptrdiff_t>(y) * w + x] == v) b.m[i] |= std::uint64_t{1} << (x % 64);
+      }
+    }
+  }
+}
+
 // Floats of work space for simple_nms_separable (mirrored by detail::nms_work_floats in post.cpp).
 constexpr std::size_t nms_strip_floats(int w, int r) {
   return 32 * (static_cast<std::size_t>(w) + 2 * static_cast<std::size_t>(r));
 }
 
-void simple_nms_separable(const float* s, int h, int w, int r, float* out, float* work) {
+// simple_nms (t = -inf) or simple_nms_above (the keypoints S > t exactly; see the top of this file).
+void simple_nms_separable(const float* s, int h, int w, int r, float t, float* out, float* work) {
   const int nw = nms_words(w);
   const std::ptrdiff_t words = static_cast<std::ptrdiff_t>(h) * nw;
   const std::ptrdiff_t hw = static_cast<std::ptrdiff_t>(h) * w;
@@ -200,22 +295,45 @@ void simple_nms_separable(const float* s, int h, int w, int r, float* out, float
   b.m = reinterpret_cast<std::uint64_t*>(work);  // work comes from operator new: 16-byte aligned
   b.d = b.m + words;
   b.e = b.d + words;
-  b.hp = work + 6 * words;
+  b.a = b.e + words;
+  b.hp = work + 8 * words;
   b.tmp = b.hp + hw;
   b.blk = b.tmp + static_cast<std::ptrdiff_t>(kNmsStripRows) * w;
   b.grow = b.blk + static_cast<std::ptrdiff_t>(2 * r + 1) * kNmsChunk;
   b.ninf = b.grow + kNmsChunk;
   b.strip = b.ninf + kNmsChunk;
+  b.need = reinterpret_cast<unsigned char*>(b.strip + nms_strip_floats(w, r));
   for (int i = 0; i < kNmsChunk; ++i) b.ninf[i] = -__builtin_inff();
+  const bool all = !(t > -__builtin_inff());
+  for (int y = 0; y < h; ++y) {
+    std::uint64_t* a = b.a + static_cast<std::ptrdiff_t>(y) * nw;
+    if (all) {
+      for (int q = 0; q < nw; ++q) a[q] = ~std::uint64_t{0};
+    } else {
+      RowOps::gt_bits(s + static_cast<std::ptrdiff_t>(y) * w, t, w, a);
+    }
+  }
+  const std::uint64_t last = (w % 64) == 0 ? ~std::uint64_t{0} : (std::uint64_t{1} << (w % 64)) - 1;
+  for (int y = 0; y < h; ++y) b.a[static_cast<std::ptrdiff_t>(y) * nw + nw - 1] &= last;
 
   // max_mask = scores == max_pool(scores)
   pool_eq(s, nullptr, h, w, r, b.m, b);
   for (int iter = 0; iter < 2; ++iter) {
     // supp_mask = max_pool(max_mask.float()) > 0; supp_scores = where(supp_mask, 0, scores)
     dilate_bits(b.m, h, w, r, b.d);
+    std::ptrdiff_t count = 0;
+    for (std::ptrdiff_t i = 0; i < words; ++i) count += __builtin_popcountll(b.a[i] & ~b.m[i] & ~b.d[i]);
+    if (count == 0) break;  // the candidates only shrink: no later round changes a pixel of A
     // new_max_mask = supp_scores == max_pool(supp_scores); max_mask |= new_max_mask & ~supp_mask
-    pool_eq(s, b.d, h, w, r, b.e, b);
-    for (std::ptrdiff_t i = 0; i < words; ++i) b.m[i] |= b.e[i] & ~b.d[i];
+    const std::ptrdiff_t k = 2 * r + 1;
+    if (count * k * k <= hw) {
+      candidate_round(s, h, w, r, b);
+    } else if (count * k <= hw) {
+      sparse_round(s, h, w, r, b);
+    } else {
+      pool_eq(s, b.d, h, w, r, b.e, b);
+      for (std::ptrdiff_t i = 0; i < words; ++i) b.m[i] |= b.e[i] & ~b.d[i];
+    }
   }
   // where(max_mask, scores, zeros); row by row, so out may alias s.
   for (int y = 0; y < h; ++y)

@@ -23,11 +23,11 @@ std::size_t nms_work_floats(int h, int w, int radius) {
   const auto hw = static_cast<std::size_t>(h) * static_cast<std::size_t>(w);
   const auto words = static_cast<std::size_t>(h) * ((static_cast<std::size_t>(w) + 63) / 64);
   const auto r = static_cast<std::size_t>(radius);
-  // Layout of nms_separable.inl: three bit maps (2 floats per uint64 word), the horizontal-pass map, 16 masked
-  // rows, the vertical pass (block of 2r+1 chunk rows, prefix row, -inf row; chunks of 128 columns) and the
-  // horizontal strip buffers (32 * (w + 2r)).
-  return 6 * words + hw + 16 * static_cast<std::size_t>(w) + (2 * r + 3) * 128 +
-         32 * (static_cast<std::size_t>(w) + 2 * r);
+  // Layout of nms_separable.inl: four bit maps (2 floats per uint64 word), the horizontal-pass map, 16 masked
+  // rows, the vertical pass (block of 2r+1 chunk rows, prefix row, -inf row; chunks of 128 columns), the
+  // horizontal strip buffers (32 * (w + 2r)) and one byte per row (h floats: ample).
+  return 8 * words + hw + 16 * static_cast<std::size_t>(w) + (2 * r + 3) * 128 +
+         32 * (static_cast<std::size_t>(w) + 2 * r) + static_cast<std::size_t>(h);
 }
 
 const Kernels& best_kernels() {
@@ -201,7 +201,13 @@ void scores_from_logits_reference(const float* logits, int hc, int wc, float* he
 // ---- Step 7: NMS ------------------------------------------------------------------------------------------------
 
 void simple_nms(const float* heat, int h, int w, int radius, float* out, NmsScratch& scratch) {
+  simple_nms_above(heat, h, w, radius, -std::numeric_limits<float>::infinity(), out, scratch);
+}
+
+void simple_nms_above(const float* heat, int h, int w, int radius, float threshold, float* out, NmsScratch& scratch) {
   check_nms(h, w, radius);
+  // Below 0 (or NaN) the shortcut's guarantee (pixels outside A come out <= threshold) could fail: full map.
+  if (!(threshold >= 0.0f)) threshold = -std::numeric_limits<float>::infinity();
   if (h == 0 || w == 0) return;
   // A window wider than the map sees the whole map: larger radii give the same result and would only waste work.
   const int r = std::min(radius, std::max(h, w));
@@ -211,7 +217,7 @@ void simple_nms(const float* heat, int h, int w, int radius, float* out, NmsScra
     return;
   }
   scratch.a.resize(detail::nms_work_floats(h, w, r));
-  best_kernels().nms(heat, h, w, r, out, scratch.a.data());
+  best_kernels().nms(heat, h, w, r, threshold, out, scratch.a.data());
 }
 
 void simple_nms_reference(const float* heat, int h, int w, int radius, float* out) {

@@ -26,6 +26,11 @@ struct NmsScratch {
 /// Step 7: HF simple_nms with radius r (window 2r+1, two suppression rounds, -inf padding); r = 0 copies.
 /// Separable running max: time independent of r.
 void simple_nms(const float* heat, int h, int w, int radius, float* out, NmsScratch& scratch);
+/// simple_nms as keypoint selection sees it: wherever simple_nms's output is > threshold, out has the same value, and
+/// everywhere else out <= threshold (a score or 0), so select_keypoints(threshold) picks the same keypoints. Faster
+/// on real score maps: after the first dense round only the pixels above the threshold that are neither maxima nor
+/// suppressed are re-examined (nms_separable.inl). A threshold < 0 or NaN gives simple_nms.
+void simple_nms_above(const float* heat, int h, int w, int radius, float threshold, float* out, NmsScratch& scratch);
 /// Literal (2r+1)^2 window scan; the reference for tests.
 void simple_nms_reference(const float* heat, int h, int w, int radius, float* out);
 

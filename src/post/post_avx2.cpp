@@ -108,6 +108,16 @@ struct RowOps {
       bits[i / 64] |= static_cast<std::uint64_t>(s[i] == q) << (i % 64);
     }
   }
+  static void gt_bits(const float* s, float t, int n, std::uint64_t* bits) {
+    for (int q = 0; q < (n + 63) / 64; ++q) bits[q] = 0;
+    const __m256 tv = _mm256_set1_ps(t);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const auto m = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s + i), tv, _CMP_GT_OQ)));
+      bits[i / 64] |= static_cast<std::uint64_t>(m) << (i % 64);
+    }
+    for (; i < n; ++i) bits[i / 64] |= static_cast<std::uint64_t>(s[i] > t) << (i % 64);
+  }
   static void select_row(float* out, const float* s, const std::uint64_t* bits, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -166,8 +176,8 @@ void RowOps::horizontal(const float* in, int h, int w, int r, float* out, float*
   if (y < h) horizontal_running_max_rows(in, y, h, w, r, out, x, sfx);
 }
 
-void nms_avx2(const float* heat, int h, int w, int radius, float* out, float* work) {
-  simple_nms_separable(heat, h, w, radius, out, work);
+void nms_avx2(const float* heat, int h, int w, int radius, float threshold, float* out, float* work) {
+  simple_nms_separable(heat, h, w, radius, threshold, out, work);
 }
 
 int collect_avx2(const float* row, int x0, int x1, float threshold, int* xs) {

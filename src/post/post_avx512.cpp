@@ -124,6 +124,18 @@ struct RowOps {
       bits[t] = word;
     }
   }
+  static void gt_bits(const float* s, float t, int n, std::uint64_t* bits) {
+    const __m512 tv = _mm512_set1_ps(t);
+    for (int q = 0; q < (n + 63) / 64; ++q) {
+      std::uint64_t word = 0;
+      for (int i = 64 * q; i < n && i < 64 * q + 64; i += 16) {
+        const __mmask16 k = valid(n, i);
+        const __mmask16 gt = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, s + i), tv, _CMP_GT_OQ);
+        word |= static_cast<std::uint64_t>(gt) << (i % 64);
+      }
+      bits[q] = word;
+    }
+  }
   static void select_row(float* out, const float* s, const std::uint64_t* bits, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_maskz_loadu_ps(lanes(bits, i), s + i));
@@ -230,8 +242,8 @@ void RowOps::horizontal(const float* in, int h, int w, int r, float* out, float*
   if (y < h) horizontal_running_max_rows(in, y, h, w, r, out, x, sfx);
 }
 
-void nms_avx512(const float* heat, int h, int w, int radius, float* out, float* work) {
-  simple_nms_separable(heat, h, w, radius, out, work);
+void nms_avx512(const float* heat, int h, int w, int radius, float threshold, float* out, float* work) {
+  simple_nms_separable(heat, h, w, radius, threshold, out, work);
 }
 
 int collect_avx512(const float* row, int x0, int x1, float threshold, int* xs) {

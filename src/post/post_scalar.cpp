@@ -30,6 +30,10 @@ struct RowOps {
       bits[t] = word;
     }
   }
+  static void gt_bits(const float* s, float t, int n, std::uint64_t* bits) {
+    for (int q = 0; q < (n + 63) / 64; ++q) bits[q] = 0;
+    for (int i = 0; i < n; ++i) bits[i / 64] |= static_cast<std::uint64_t>(s[i] > t) << (i % 64);
+  }
   static void select_row(float* out, const float* s, const std::uint64_t* bits, int n) {
     for (int i = 0; i < n; ++i) out[i] = ((bits[i / 64] >> (i % 64)) & 1u) != 0 ? s[i] : 0.0f;
   }
@@ -42,8 +46,8 @@ void RowOps::horizontal(const float* in, int h, int w, int r, float* out, float*
   horizontal_running_max_rows(in, 0, h, w, r, out, strip, strip + w + 2 * r);
 }
 
-void nms_scalar(const float* heat, int h, int w, int radius, float* out, float* work) {
-  simple_nms_separable(heat, h, w, radius, out, work);
+void nms_scalar(const float* heat, int h, int w, int radius, float threshold, float* out, float* work) {
+  simple_nms_separable(heat, h, w, radius, threshold, out, work);
 }
 
 int collect_scalar(const float* row, int x0, int x1, float threshold, int* xs) {

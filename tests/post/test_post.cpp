@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <time.h>
@@ -129,7 +130,9 @@ std::vector<float> random_map(int h, int w, int levels, double zero_fraction, st
   return m;
 }
 
-std::vector<float> run_nms(const Kernels& k, const std::vector<float>& s, int h, int w, int r) {
+// One kernel table's NMS; threshold -inf is simple_nms, a finite one simple_nms_above.
+std::vector<float> run_nms(const Kernels& k, const std::vector<float>& s, int h, int w, int r,
+                           float threshold = -std::numeric_limits<float>::infinity()) {
   std::vector<float> out(s.size(), -1.0f);
   if (r == 0) {
     post::NmsScratch scratch;
@@ -137,8 +140,26 @@ std::vector<float> run_nms(const Kernels& k, const std::vector<float>& s, int h,
     return out;
   }
   std::vector<float> work(post::detail::nms_work_floats(h, w, r));
-  k.nms(s.data(), h, w, r, out.data(), work.data());
+  k.nms(s.data(), h, w, r, threshold, out.data(), work.data());
   return out;
+}
+
+// Strictly increasing in raster order: round 1 finds one maximum, so nearly every pixel stays a candidate and the
+// NMS takes its dense rounds (a random map leaves few candidates and takes the sparse ones).
+std::vector<float> ramp_map(int h, int w) {
+  std::vector<float> m(static_cast<std::size_t>(h) * w);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(i + 1) / static_cast<float>(m.size());
+  return m;
+}
+
+// simple_nms_above's contract against the reference: the same pixels above t, with the same bits.
+std::string above_mismatch(const std::vector<float>& fast, const std::vector<float>& ref, float t) {
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const bool a = fast[i] > t, b = ref[i] > t;
+    if (a != b || (b && std::memcmp(&fast[i], &ref[i], sizeof(float)) != 0))
+      return "pixel " + std::to_string(i) + ": " + std::to_string(fast[i]) + " vs reference " + std::to_string(ref[i]);
+  }
+  return "";
 }
 
 std::vector<float> run_nms_reference(const std::vector<float>& s, int h, int w, int r) {
@@ -323,6 +344,67 @@ TEST(Nms, FastIsBitIdenticalToReferenceAt480x640) {
     std::vector<float> pub(s.size());
     post::simple_nms(s.data(), h, w, r, pub.data(), scratch);
     EXPECT_TRUE(same_bits(pub, ref)) << "public simple_nms r " << r;
+  }
+}
+
+TEST(Nms, DenseRoundsOnRampsAreBitIdentical) {
+  for (const auto& [h, w] : {std::pair{1, 50}, {7, 9}, {24, 80}, {60, 33}}) {
+    const auto s = ramp_map(h, w);
+    for (int r : {1, 2, 5, 17, 32}) {
+      const auto ref = run_nms_reference(s, h, w, r);
+      for (const Kernels* k : post::detail::available_kernels()) {
+        const auto fast = run_nms(*k, s, h, w, r);
+        EXPECT_TRUE(same_bits(fast, ref)) << isa_name(*k) << " ramp " << h << "x" << w << " r " << r
+                                          << " first difference at " << first_bit_difference(fast, ref);
+        EXPECT_EQ(above_mismatch(run_nms(*k, s, h, w, r, 0.5f), ref, 0.5f), "")
+            << isa_name(*k) << " ramp " << h << "x" << w << " r " << r;
+      }
+    }
+  }
+}
+
+TEST(Nms, AboveThresholdKeepsTheSamePixelsAboveIt) {
+  std::mt19937 rng(11);
+  struct Size {
+    int h, w;
+  };
+  const Size sizes[] = {{1, 37}, {29, 1}, {13, 29}, {40, 56}, {24, 80}};
+  // Thresholds on the levels themselves (ties with the threshold), between them, 0 and 1.
+  const float thresholds[] = {0.0f, 0.25f, 0.3f, 0.5f, 0.9f, 1.0f};
+  for (const Size& sz : sizes) {
+    for (int lv : {2, 4, 0}) {
+      const auto s = random_map(sz.h, sz.w, lv, 0.4, rng);
+      for (int r = 1; r <= 32; r += 3) {
+        const auto ref = run_nms_reference(s, sz.h, sz.w, r);
+        for (const Kernels* k : post::detail::available_kernels())
+          for (float t : thresholds)
+            ASSERT_EQ(above_mismatch(run_nms(*k, s, sz.h, sz.w, r, t), ref, t), "")
+                << isa_name(*k) << " " << sz.h << "x" << sz.w << " levels " << lv << " r " << r << " t " << t;
+      }
+    }
+  }
+  // The public entry point, in place, and the fall-back to the full map for a negative threshold.
+  const auto s = random_map(40, 56, 4, 0.3, rng);
+  const auto ref = run_nms_reference(s, 40, 56, 4);
+  post::NmsScratch scratch;
+  auto inplace = s;
+  post::simple_nms_above(inplace.data(), 40, 56, 4, 0.25f, inplace.data(), scratch);
+  EXPECT_EQ(above_mismatch(inplace, ref, 0.25f), "");
+  std::vector<float> full(s.size());
+  post::simple_nms_above(s.data(), 40, 56, 4, -0.5f, full.data(), scratch);
+  EXPECT_TRUE(same_bits(full, ref));
+}
+
+TEST(Nms, AboveThresholdOnGoldenScoreMaps) {
+  for (const Dense& d : dense()) {
+    const int h = 8 * d.hc, w = 8 * d.wc;
+    for (int r : {1, 4}) {
+      const auto ref = run_nms_reference(d.score_map, h, w, r);
+      for (const Kernels* k : post::detail::available_kernels())
+        for (float t : {0.0f, 0.005f, 0.015f})
+          EXPECT_EQ(above_mismatch(run_nms(*k, d.score_map, h, w, r, t), ref, t), "")
+              << d.name << " " << isa_name(*k) << " r " << r << " t " << t;
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 // "image file is truncated"; with jpeg_mem_src running out of data is the warning JWRN_JPEG_EOF, which we make
 // fatal. jpeg_finish_decompress is not called: Pillow also accepts a file whose EOI marker is missing once all
 // scanlines are decoded.
+#include <algorithm>
 #include <csetjmp>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +25,7 @@
 // clang-format on
 
 #include "image/decode_internal.hpp"
+#include "image/ycc_rows.hpp"
 
 namespace superpoint_rt::image {
 namespace {
@@ -276,6 +278,96 @@ const std::uint8_t* band_row(void* ctx, int y) {
   return s->band + (yy - s->band_first) * s->row_bytes + static_cast<std::size_t>(s->offset);
 }
 
+// ---- Raw path: R or B straight from the component rows (ycc_rows.hpp) --------------------------------------------
+
+constexpr int kRawSlots = 3;  // iMCU rows kept: a luma row needs chroma rows of the previous and the next one
+
+// State of the raw decoder (trivially destructible: it lives across setjmp). Component rows of iMCU row i sit in
+// slot i % kRawSlots.
+struct RawSource {
+  JpegJob* job;
+  int chroma;                        // component 1 (Cb, for B) or 2 (Cr, for R)
+  int hfac, vfac;                    // luma / chroma sampling ratios (1 or 2)
+  int luma_rows, chroma_rows;        // rows per iMCU row
+  int chroma_height, chroma_width;   // libjpeg's downsampled_height / _width of the chroma
+  std::size_t stride[3];             // bytes per row of each component buffer
+  std::uint8_t* slot[kRawSlots][3];  // component rows of the iMCU rows in the ring
+  int decoded;                       // iMCU rows read so far
+  int* sums;                         // ycc_channel_row scratch
+  std::uint8_t* row;                 // the channel row handed to the resize
+};
+
+// Reads the next iMCU row into its slot. Only trivially destructible locals (longjmp target).
+bool read_imcu(RawSource* s) {
+  JpegJob* j = s->job;
+  if (setjmp(j->err.jump)) return false;
+  jpeg_decompress_struct* c = &j->cinfo;
+  if (c->output_scanline >= c->output_height) return false;
+  JSAMPROW ptrs[3][16];
+  JSAMPARRAY planes[3];
+  const int slot = s->decoded % kRawSlots;
+  for (int ci = 0; ci < 3; ++ci) {
+    const int rows = ci == 0 ? s->luma_rows : s->chroma_rows;
+    for (int i = 0; i < rows; ++i) ptrs[ci][i] = s->slot[slot][ci] + static_cast<std::size_t>(i) * s->stride[ci];
+    planes[ci] = ptrs[ci];
+  }
+  if (jpeg_read_raw_data(c, planes, static_cast<JDIMENSION>(s->luma_rows)) == 0) return false;
+  ++s->decoded;
+  return true;
+}
+
+const std::uint8_t* component_row(const RawSource* s, int ci, int y) {
+  const int rows = ci == 0 ? s->luma_rows : s->chroma_rows;
+  return s->slot[(y / rows) % kRawSlots][ci] + static_cast<std::size_t>(y % rows) * s->stride[ci];
+}
+
+// ResizeRowFn: the channel row y.
+const std::uint8_t* raw_row(void* ctx, int y) {
+  auto* s = static_cast<RawSource*>(ctx);
+  const int cy = y / s->vfac;
+  const int odd = s->vfac == 2 ? y % 2 : 0;
+  int far = s->vfac == 2 ? (odd ? cy + 1 : cy - 1) : cy;
+  far = far < 0 ? 0 : (far >= s->chroma_height ? s->chroma_height - 1 : far);  // jdmainct.c edge rows
+  const int need = std::max(y / s->luma_rows, std::max(cy, far) / s->chroma_rows);
+  const int oldest = std::min(y / s->luma_rows, std::min(cy, far) / s->chroma_rows);
+  if (oldest < s->decoded - kRawSlots) return nullptr;  // rows are requested in increasing order only
+  while (s->decoded <= need) {
+    if (!read_imcu(s)) return nullptr;
+  }
+  const jpeg_decompress_struct& c = s->job->cinfo;
+  YccRow r{component_row(s, 0, y),
+           component_row(s, s->chroma, cy),
+           component_row(s, s->chroma, far),
+           static_cast<int>(c.image_width),
+           s->chroma_width,
+           s->hfac,
+           s->vfac,
+           odd,
+           s->chroma == 2};
+  detail::ycc_channel_row_avx2(r, s->sums, s->row);
+  return s->row;
+}
+
+bool start_raw(JpegJob* j) {
+  if (setjmp(j->err.jump)) return false;
+  j->cinfo.raw_data_out = TRUE;
+  jpeg_start_decompress(&j->cinfo);
+  return true;
+}
+
+// Whether the raw path reproduces libjpeg's pipeline for this file: YCbCr with full-resolution luma, chroma at 1x1
+// and luma at 1 or 2 in each direction (4:4:4, 4:2:2, 4:4:0, 4:2:0) and big enough for the fancy filters (libjpeg
+// falls back to box upsampling below 3 chroma columns). Everything else takes the RGB scanline path.
+bool raw_path_applies(const jpeg_decompress_struct& c, int rgb_channel) {
+  if (c.num_components != 3 || c.jpeg_color_space != JCS_YCbCr || (rgb_channel != 0 && rgb_channel != 2)) return false;
+  if (c.image_width < 8 || c.image_height < 8 || c.CCIR601_sampling || !c.do_fancy_upsampling) return false;
+  const jpeg_component_info* ci = c.comp_info;
+  for (int k = 1; k < 3; ++k)
+    if (ci[k].h_samp_factor != 1 || ci[k].v_samp_factor != 1) return false;
+  const int h = ci[0].h_samp_factor, v = ci[0].v_samp_factor;
+  return (h == 1 || h == 2) && (v == 1 || v == 2) && c.max_h_samp_factor == h && c.max_v_samp_factor == v;
+}
+
 }  // namespace
 
 bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t max_pixels, int rgb_channel,
@@ -291,6 +383,42 @@ bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t ma
   const std::shared_ptr<const ResizePlan> plan = plan_for(w, h);
   if (!plan || plan->in_w != w || plan->in_h != h)
     fail(ErrorKind::InvalidArgument, ImageFormat::JPEG, name, "the resize plan does not match the image size");
+  if (raw_path_applies(c, rgb_channel)) {
+    RawSource src{};
+    src.job = &g.job;
+    src.chroma = rgb_channel == 0 ? 2 : 1;
+    src.hfac = c.comp_info[0].h_samp_factor;
+    src.vfac = c.comp_info[0].v_samp_factor;
+    src.luma_rows = 8 * src.vfac;
+    src.chroma_rows = 8;
+    // libjpeg's downsampled sizes: ceil(image size / factor).
+    src.chroma_width = (w + src.hfac - 1) / src.hfac;
+    src.chroma_height = (h + src.vfac - 1) / src.vfac;
+    std::size_t slot_bytes = 0;
+    for (int ci = 0; ci < 3; ++ci) {
+      src.stride[ci] = 8 * static_cast<std::size_t>(c.comp_info[ci].width_in_blocks) + 64;
+      slot_bytes += static_cast<std::size_t>(ci == 0 ? src.luma_rows : src.chroma_rows) * src.stride[ci];
+    }
+    std::vector<std::uint8_t> rows(kRawSlots * slot_bytes + static_cast<std::size_t>(w));
+    std::vector<int> sums(static_cast<std::size_t>(src.chroma_width) + 2 + static_cast<std::size_t>(w + 1) / 4 + 1);
+    std::uint8_t* p = rows.data();
+    for (auto& slot : src.slot)
+      for (int ci = 0; ci < 3; ++ci) {
+        slot[ci] = p;
+        p += static_cast<std::size_t>(ci == 0 ? src.luma_rows : src.chroma_rows) * src.stride[ci];
+      }
+    src.row = p;
+    src.sums = sums.data();
+    if (!start_raw(&g.job)) jpeg_fail(g.job, name, "decoding stopped early");
+    if (!resize_plane_rows(*plan, raw_row, &src, 1, dst, scratch)) jpeg_fail(g.job, name, "decoding stopped early");
+    // As below: the whole file is decoded, so a truncation past the last row the resize reads still fails.
+    while (c.output_scanline < c.output_height) {
+      if (!read_imcu(&src)) jpeg_fail(g.job, name, "decoding stopped early");
+    }
+    *width = w;
+    *height = h;
+    return true;
+  }
   const std::size_t row_bytes = static_cast<std::size_t>(ch) * c.image_width;
   std::vector<std::uint8_t> band(kBandRows * row_bytes + 64);
   if (!start_decompress(&g.job)) jpeg_fail(g.job, name, "decoding stopped early");

@@ -1,0 +1,14 @@
+// Baseline build of the YCbCr channel row (ycc_rows.hpp); the plain reference for the AVX2 build.
+#include "image/ycc_rows.hpp"
+
+namespace {
+#include "image/ycc_rows.inl"
+}  // namespace
+
+namespace superpoint_rt::image {
+
+void ycc_channel_row_reference(const YccRow& r, int* sums, std::uint8_t* out) {
+  ycc_channel_row_impl(r, sums, out);
+}
+
+}  // namespace superpoint_rt::image

@@ -156,12 +156,51 @@ int main(int argc, char** argv) {
     const std::string golden = path.substr(0, path.find_last_of('/') + 1) + "../golden/dense/" + name + ".npz";
     std::ifstream probe(golden);
     if (probe) {
-      const std::vector<float> real = sp::util::load_npz(golden).at("score_map").as_float();
+      const auto z = sp::util::load_npz(golden);
+      const std::vector<float> real = z.at("score_map").as_float();
       if (real.size() == heat.size()) {
         row("simple_nms r=4 (golden score map)",
             median_ms(repeats, [&] { post::simple_nms(real.data(), H, W, 4, nms.data(), scratch); }));
         row("simple_nms_above r=4 thr 0.005 (golden)",
             median_ms(repeats, [&] { post::simple_nms_above(real.data(), H, W, 4, 0.005f, nms.data(), scratch); }));
+        // The engine's steps 6-11 with the default parameters on the golden network outputs (channels-last, as
+        // the backend hands them over); the descriptor map is copied before each run (timed on its own).
+        const auto to_hwc = [](const std::vector<float>& chw, std::size_t c) {
+          const std::size_t cells = chw.size() / c;
+          std::vector<float> hwc(chw.size());
+          for (std::size_t k = 0; k < c; ++k)
+            for (std::size_t i = 0; i < cells; ++i) hwc[i * c + k] = chw[k * cells + i];
+          return hwc;
+        };
+        const std::vector<float> lg = to_hwc(z.at("logits").as_float(), 65);
+        const std::vector<float> dm = to_hwc(z.at("descriptor_map").as_float(), 256);
+        std::vector<float> d(dm.size()), out(1024 * 256);
+        std::vector<post::Keypoint> sel;
+        std::vector<std::uint8_t> marks;
+        double parts[5] = {};
+        std::vector<double> totals;
+        for (int i = 0; i <= repeats; ++i) {
+          const double c0 = thread_cpu_ms();
+          post::scores_from_logits(lg.data(), H / 8, W / 8, heat.data());
+          const double c1 = thread_cpu_ms();
+          post::simple_nms_above(heat.data(), H, W, 4, 0.005f, nms.data(), scratch);
+          const double c2 = thread_cpu_ms();
+          post::select_keypoints(nms.data(), H, W, 0.005f, 4, 1024, sel);
+          const double c3 = thread_cpu_ms();
+          d = dm;
+          const double c4 = thread_cpu_ms();
+          post::normalize_sampled_cells(d.data(), H / 8, W / 8, 256, sel.data(), static_cast<int>(sel.size()), marks);
+          post::sample_descriptors(d.data(), H / 8, W / 8, 256, sel.data(), static_cast<int>(sel.size()), out.data());
+          const double c5 = thread_cpu_ms();
+          if (i == 0) continue;  // warm-up
+          const double t[5] = {c1 - c0, c2 - c1, c3 - c2, c5 - c4, (c3 - c0) + (c5 - c4)};
+          for (int k = 0; k < 5; ++k) parts[k] += t[k] / repeats;
+          totals.push_back(t[4]);
+        }
+        std::sort(totals.begin(), totals.end());
+        std::printf("  engine steps 6-11, golden outputs, defaults (%zu keypoints): median %.3f; means: scores %.3f,"
+                    " nms %.3f, select %.3f, descriptors %.3f\n",
+                    sel.size(), totals[totals.size() / 2], parts[0], parts[1], parts[2], parts[3]);
       }
     }
   }

@@ -293,7 +293,7 @@ struct RawSource {
   std::size_t stride[3];             // bytes per row of each component buffer
   std::uint8_t* slot[kRawSlots][3];  // component rows of the iMCU rows in the ring
   int decoded;                       // iMCU rows read so far
-  int* sums;                         // ycc_channel_row scratch
+  std::int16_t* sums;                // ycc_channel_row scratch
   std::uint8_t* row;                 // the channel row handed to the resize
 };
 
@@ -400,7 +400,7 @@ bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t ma
       slot_bytes += static_cast<std::size_t>(ci == 0 ? src.luma_rows : src.chroma_rows) * src.stride[ci];
     }
     std::vector<std::uint8_t> rows(kRawSlots * slot_bytes + static_cast<std::size_t>(w));
-    std::vector<int> sums(static_cast<std::size_t>(src.chroma_width) + 2 + static_cast<std::size_t>(w + 1) / 4 + 1);
+    std::vector<std::int16_t> sums(static_cast<std::size_t>(ycc_scratch_size(w, src.chroma_width)));
     std::uint8_t* p = rows.data();
     for (auto& slot : src.slot)
       for (int ci = 0; ci < 3; ++ci) {

@@ -7,8 +7,8 @@ namespace {
 
 namespace superpoint_rt::image {
 
-void ycc_channel_row_reference(const YccRow& r, int* sums, std::uint8_t* out) {
-  ycc_channel_row_impl(r, sums, out);
+void ycc_channel_row_reference(const YccRow& r, std::int16_t* scratch, std::uint8_t* out) {
+  ycc_channel_row_impl(r, scratch, out);
 }
 
 }  // namespace superpoint_rt::image

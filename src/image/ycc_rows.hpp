@@ -23,12 +23,17 @@ struct YccRow {
   bool red;                  // Cr -> R, else Cb -> B
 };
 
-/// Plain scalar form; `sums` holds chroma_width + 2 + (width + 1) / 4 + 1 ints of scratch.
-void ycc_channel_row_reference(const YccRow& r, int* sums, std::uint8_t* out);
+/// Plain scalar form; `scratch` holds ycc_scratch_size(r) values.
+void ycc_channel_row_reference(const YccRow& r, std::int16_t* scratch, std::uint8_t* out);
+
+/// Scratch values ycc_channel_row needs: the chroma column sums and one upsampled row.
+inline int ycc_scratch_size(int width, int chroma_width) {
+  return chroma_width + 2 + width + 1;
+}
 
 namespace detail {
 /// The same loops compiled for AVX2 (ycc_rows_avx2.cpp); call only when util::cpu_features() has AVX2.
-void ycc_channel_row_avx2(const YccRow& r, int* sums, std::uint8_t* out);
+void ycc_channel_row_avx2(const YccRow& r, std::int16_t* scratch, std::uint8_t* out);
 }  // namespace detail
 
 }  // namespace superpoint_rt::image

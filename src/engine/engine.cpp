@@ -30,7 +30,7 @@ struct Context {
   image::ResizeScratch resize;
   std::vector<float> input;             // the normalised network input, H x W
   std::vector<std::uint8_t> cell_mark;  // post::normalize_sampled_cells scratch
-  std::vector<float> heat, nms;
+  std::vector<float> heat;
   post::NmsScratch nms_scratch;
   std::vector<post::Keypoint> keypoints;
 };
@@ -360,12 +360,10 @@ Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_ou
 
   const auto t2 = Clock::now();
   ctx.heat.resize(static_cast<std::size_t>(kNetW) * kNetH);
-  ctx.nms.resize(ctx.heat.size());
-  post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());                              // step 6
-  post::simple_nms_above(ctx.heat.data(), kNetH, kNetW, params.nms_radius, params.keypoint_threshold,  // step 7
-                         ctx.nms.data(), ctx.nms_scratch);
-  post::select_keypoints(ctx.nms.data(), kNetH, kNetW, params.keypoint_threshold,  // 8-10
-                         weights_config_.border_removal_distance, params.max_keypoints, ctx.keypoints);
+  post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());                                  // step 6
+  post::nms_select_keypoints(ctx.heat.data(), kNetH, kNetW, params.nms_radius, params.keypoint_threshold,  // 7-10
+                             weights_config_.border_removal_distance, params.max_keypoints, ctx.keypoints,
+                             ctx.nms_scratch);
   const std::size_t n = ctx.keypoints.size();
   f.scores.resize(n);
   f.keypoints.resize(2 * n);

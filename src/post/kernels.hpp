@@ -26,7 +26,9 @@ struct Kernels {
   /// scores_from_logits (hc, wc >= 1).
   void (*scores)(const float* logits, int hc, int wc, float* heat);
   /// simple_nms for radius >= 1 (threshold -inf), or simple_nms_above(threshold); `work` holds
-  /// nms_work_floats(h, w, radius) floats.
+  /// nms_work_floats(h, w, radius) floats. With out == nullptr no map is written; `work` then begins with the
+  /// final max-mask bits (h rows of (w + 63) / 64 uint64 words), followed by two more such maps and the
+  /// above-threshold bits (the fourth map).
   void (*nms)(const float* heat, int h, int w, int radius, float threshold, float* out, float* work);
   /// Writes the x in [x0, x1) with row[x] > threshold, ascending, to xs; returns their count (<= x1 - x0).
   int (*collect)(const float* row, int x0, int x1, float threshold, int* xs);

@@ -11,6 +11,8 @@
 //   static void select_row(float* out, const float* s, const std::uint64_t* bits, int n);  // out = bit ? s : 0
 //   static void gt_bits(const float* s, float t, int n, std::uint64_t* bits);
 //       // bit i of bits = (s[i] > t); writes ceil(n / 64) words, bits >= n cleared
+//   static bool any_greater(const float* row, int n, float v);  // some row[i] > v, i < n
+//   static constexpr int kLanes;  // floats any_greater compares per instruction (cost model of the sparse round)
 // Everything here then has internal linkage, so each ISA level keeps its own copy (see kernels.hpp). It uses no
 // std:: templates for the same reason.
 //
@@ -201,6 +203,32 @@ void pool_eq(const float* s, const std::uint64_t* d, int h, int w, int r, std::u
   }
 }
 
+// The first round at the pixels of A only (sparse A, threshold mode): p is a maximum of S over its window iff no
+// pixel there is greater (NaN is not supported). Maxima outside A are left out of m: they have no pixel of A within
+// r (see the top of this file), so they would not suppress any.
+void sparse_first_round(const float* s, int h, int w, int r, const NmsBuffers& b) {
+  const int nw = nms_words(w);
+  for (int y = 0; y < h; ++y) {
+    const int y0 = y - r < 0 ? 0 : y - r, y1 = y + r + 1 < h ? y + r + 1 : h;
+    for (int t = 0; t < nw; ++t) {
+      const std::ptrdiff_t i = static_cast<std::ptrdiff_t>(y) * nw + t;
+      std::uint64_t c = b.a[i];
+      std::uint64_t maxima = 0;
+      while (c != 0) {
+        const int x = 64 * t + __builtin_ctzll(c);
+        c &= c - 1;
+        const int x0 = x - r < 0 ? 0 : x - r, x1 = x + r + 1 < w ? x + r + 1 : w;
+        const float v = s[static_cast<std::ptrdiff_t>(y) * w + x];
+        bool greater = false;
+        for (int yy = y0; yy < y1 && !greater; ++yy)
+          greater = RowOps::any_greater(s + static_cast<std::ptrdiff_t>(yy) * w + x0, x1 - x0, v);
+        if (!greater) maxima |= std::uint64_t{1} << (x % 64);
+      }
+      b.m[i] = maxima;
+    }
+  }
+}
+
 // One suppression round at a few candidates: each bit of C = a & !m & !d whose score is the maximum of
 // SS = (d ? 0 : s) over its window, scanned directly ((2r+1)^2 reads per candidate), is set in m.
 void candidate_round(const float* s, int h, int w, int r, const NmsBuffers& b) {
@@ -316,8 +344,18 @@ void simple_nms_separable(const float* s, int h, int w, int r, float t, float* o
   const std::uint64_t last = (w % 64) == 0 ? ~std::uint64_t{0} : (std::uint64_t{1} << (w % 64)) - 1;
   for (int y = 0; y < h; ++y) b.a[static_cast<std::ptrdiff_t>(y) * nw + nw - 1] &= last;
 
-  // max_mask = scores == max_pool(scores)
-  pool_eq(s, nullptr, h, w, r, b.m, b);
+  // max_mask = scores == max_pool(scores): at the pixels of A only when they are few enough that scanning their
+  // windows ((2r+1) rows of ceil((2r+1) / kLanes) vector compares each) costs less than the dense pool (~1 vector
+  // operation per pixel); the dense pool otherwise, and always for the full map (t = -inf).
+  std::ptrdiff_t above = 0;
+  if (!all)
+    for (std::ptrdiff_t i = 0; i < words; ++i) above += __builtin_popcountll(b.a[i]);
+  const std::ptrdiff_t k = 2 * r + 1;
+  if (!all && above * k * ((k + RowOps::kLanes - 1) / RowOps::kLanes) <= hw) {
+    sparse_first_round(s, h, w, r, b);
+  } else {
+    pool_eq(s, nullptr, h, w, r, b.m, b);
+  }
   for (int iter = 0; iter < 2; ++iter) {
     // supp_mask = max_pool(max_mask.float()) > 0; supp_scores = where(supp_mask, 0, scores)
     dilate_bits(b.m, h, w, r, b.d);
@@ -325,7 +363,6 @@ void simple_nms_separable(const float* s, int h, int w, int r, float t, float* o
     for (std::ptrdiff_t i = 0; i < words; ++i) count += __builtin_popcountll(b.a[i] & ~b.m[i] & ~b.d[i]);
     if (count == 0) break;  // the candidates only shrink: no later round changes a pixel of A
     // new_max_mask = supp_scores == max_pool(supp_scores); max_mask |= new_max_mask & ~supp_mask
-    const std::ptrdiff_t k = 2 * r + 1;
     if (count * k * k <= hw) {
       candidate_round(s, h, w, r, b);
     } else if (count * k <= hw) {
@@ -335,7 +372,9 @@ void simple_nms_separable(const float* s, int h, int w, int r, float t, float* o
       for (std::ptrdiff_t i = 0; i < words; ++i) b.m[i] |= b.e[i] & ~b.d[i];
     }
   }
-  // where(max_mask, scores, zeros); row by row, so out may alias s.
+  // where(max_mask, scores, zeros); row by row, so out may alias s. Without `out` the caller reads the bits m and a
+  // from `work` instead (nms_select_keypoints, post.cpp: work starts with m; a follows at 3 * words).
+  if (out == nullptr) return;
   for (int y = 0; y < h; ++y)
     RowOps::select_row(out + static_cast<std::ptrdiff_t>(y) * w, s + static_cast<std::ptrdiff_t>(y) * w,
                        b.m + static_cast<std::ptrdiff_t>(y) * nw, w);

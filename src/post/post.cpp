@@ -153,6 +153,17 @@ bool better(const Keypoint& a, const Keypoint& b) noexcept {
   return a.x < b.x;
 }
 
+// The max_keypoints best (all for -1) in the output order. The k best in linear time, then only those are sorted.
+// `better` is a strict total order (positions are unique and NaN never passes the threshold), so the result does
+// not depend on the algorithm.
+void best_first(std::vector<Keypoint>& kps, int max_keypoints) {
+  if (max_keypoints >= 0 && static_cast<std::size_t>(max_keypoints) < kps.size()) {
+    std::nth_element(kps.begin(), kps.begin() + max_keypoints, kps.end(), better);
+    kps.resize(static_cast<std::size_t>(max_keypoints));
+  }
+  std::sort(kps.begin(), kps.end(), better);
+}
+
 // Rows [y0, y1) and columns [x0, x1) that survive border removal (HF: b <= y < H - b, b <= x < W - b).
 struct Region {
   int x0, x1, y0, y1;
@@ -216,8 +227,8 @@ void simple_nms_above(const float* heat, int h, int w, int radius, float thresho
     if (out != heat) std::memmove(out, heat, static_cast<std::size_t>(h) * static_cast<std::size_t>(w) * sizeof(float));
     return;
   }
-  scratch.a.resize(detail::nms_work_floats(h, w, r));
-  best_kernels().nms(heat, h, w, r, threshold, out, scratch.a.data());
+  scratch.work.resize(detail::nms_work_floats(h, w, r));
+  best_kernels().nms(heat, h, w, r, threshold, out, scratch.work.data());
 }
 
 void simple_nms_reference(const float* heat, int h, int w, int radius, float* out) {
@@ -275,13 +286,41 @@ void select_keypoints(const float* nms, int h, int w, float threshold, int borde
       for (int i = 0; i < n; ++i) out.push_back(Keypoint{xs[i], y, row[xs[i]]});
     }
   }
-  // The k best in linear time, then only those are sorted. `better` is a strict total order (positions are
-  // unique and NaN never passes the threshold), so the result does not depend on the algorithm.
-  if (max_keypoints >= 0 && static_cast<std::size_t>(max_keypoints) < out.size()) {
-    std::nth_element(out.begin(), out.begin() + max_keypoints, out.end(), better);
-    out.resize(static_cast<std::size_t>(max_keypoints));
+  best_first(out, max_keypoints);
+}
+
+void nms_select_keypoints(const float* heat, int h, int w, int radius, float threshold, int border, int max_keypoints,
+                          std::vector<Keypoint>& out, NmsScratch& scratch) {
+  check_nms(h, w, radius);
+  if (max_keypoints < -1)
+    bad("select_keypoints: max_keypoints = " + std::to_string(max_keypoints) + " must be -1 (all) or >= 0");
+  const int r = std::min(radius, std::max(h, w));
+  if (h == 0 || w == 0 || r == 0 || !(threshold >= 0.0f)) {  // no NMS work, or the full map is needed
+    scratch.map.resize(static_cast<std::size_t>(h) * static_cast<std::size_t>(w));
+    simple_nms(heat, h, w, radius, scratch.map.data(), scratch);
+    select_keypoints(scratch.map.data(), h, w, threshold, border, max_keypoints, out);
+    return;
   }
-  std::sort(out.begin(), out.end(), better);
+  scratch.work.resize(detail::nms_work_floats(h, w, r));
+  best_kernels().nms(heat, h, w, r, threshold, nullptr, scratch.work.data());
+  const std::size_t nw = (static_cast<std::size_t>(w) + 63) / 64;
+  const auto* m = reinterpret_cast<const std::uint64_t*>(scratch.work.data());
+  const std::uint64_t* a = m + 3 * static_cast<std::size_t>(h) * nw;
+  // simple_nms_above's map is m ? S : 0 and select takes S > threshold, i.e. the bits of m & a, in raster order.
+  out.clear();
+  const Region reg = inside_border(h, w, border);
+  for (int y = reg.y0; y < reg.y1; ++y) {
+    const std::size_t row = static_cast<std::size_t>(y) * nw;
+    for (std::size_t t = static_cast<std::size_t>(reg.x0) / 64; t * 64 < static_cast<std::size_t>(reg.x1); ++t) {
+      std::uint64_t bits = m[row + t] & a[row + t];
+      while (bits != 0) {
+        const int x = static_cast<int>(64 * t) + std::countr_zero(bits);
+        bits &= bits - 1;
+        if (x >= reg.x0 && x < reg.x1) out.push_back(Keypoint{x, y, heat[static_cast<std::ptrdiff_t>(y) * w + x]});
+      }
+    }
+  }
+  best_first(out, max_keypoints);
 }
 
 void select_keypoints_reference(const float* nms, int h, int w, float threshold, int border, int max_keypoints,

@@ -19,8 +19,8 @@ void scores_from_logits(const float* logits, int hc, int wc, float* heat);
 void scores_from_logits_reference(const float* logits, int hc, int wc, float* heat);
 
 struct NmsScratch {
-  std::vector<float> a, b, c;
-  std::vector<std::uint8_t> m1, m2, m3;
+  std::vector<float> work;  // the kernels' work space (nms_work_floats)
+  std::vector<float> map;   // nms_select_keypoints' NMS map when it needs one
 };
 
 /// Step 7: HF simple_nms with radius r (window 2r+1, two suppression rounds, -inf padding); r = 0 copies.
@@ -38,6 +38,12 @@ struct Keypoint {
   int x = 0, y = 0;  // network-frame integer position
   float score = 0;
 };
+
+/// Steps 7-10 in one: select_keypoints(simple_nms_above(heat, radius, threshold), threshold, border, max_keypoints)
+/// with the same keypoints in the same order, read straight from the NMS mask bits instead of a written and
+/// re-scanned 480x640 map (two fewer passes over cold memory after the network).
+void nms_select_keypoints(const float* heat, int h, int w, int radius, float threshold, int border, int max_keypoints,
+                          std::vector<Keypoint>& out, NmsScratch& scratch);
 
 /// Steps 8-10: score > threshold (strict), border removal (x < b, x >= w - b, y < b, y >= h - b), then the
 /// max_keypoints best (-1 = all), sorted by descending score, equal scores in raster order (y, then x).

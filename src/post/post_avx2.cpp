@@ -108,6 +108,16 @@ struct RowOps {
       bits[i / 64] |= static_cast<std::uint64_t>(s[i] == q) << (i % 64);
     }
   }
+  static constexpr int kLanes = 8;
+  static bool any_greater(const float* row, int n, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+      if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + i), vv, _CMP_GT_OQ)) != 0) return true;
+    for (; i < n; ++i)
+      if (row[i] > v) return true;
+    return false;
+  }
   static void gt_bits(const float* s, float t, int n, std::uint64_t* bits) {
     for (int q = 0; q < (n + 63) / 64; ++q) bits[q] = 0;
     const __m256 tv = _mm256_set1_ps(t);

@@ -124,6 +124,15 @@ struct RowOps {
       bits[t] = word;
     }
   }
+  static constexpr int kLanes = 16;
+  static bool any_greater(const float* row, int n, float v) {
+    const __m512 vv = _mm512_set1_ps(v);
+    for (int i = 0; i < n; i += 16) {
+      const __mmask16 k = valid(n, i);
+      if (_mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, row + i), vv, _CMP_GT_OQ) != 0) return true;
+    }
+    return false;
+  }
   static void gt_bits(const float* s, float t, int n, std::uint64_t* bits) {
     const __m512 tv = _mm512_set1_ps(t);
     for (int q = 0; q < (n + 63) / 64; ++q) {

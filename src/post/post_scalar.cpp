@@ -30,6 +30,12 @@ struct RowOps {
       bits[t] = word;
     }
   }
+  static constexpr int kLanes = 1;
+  static bool any_greater(const float* row, int n, float v) {
+    for (int i = 0; i < n; ++i)
+      if (row[i] > v) return true;
+    return false;
+  }
   static void gt_bits(const float* s, float t, int n, std::uint64_t* bits) {
     for (int q = 0; q < (n + 63) / 64; ++q) bits[q] = 0;
     for (int i = 0; i < n; ++i) bits[i / 64] |= static_cast<std::uint64_t>(s[i] > t) << (i % 64);

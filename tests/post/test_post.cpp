@@ -408,6 +408,46 @@ TEST(Nms, AboveThresholdOnGoldenScoreMaps) {
   }
 }
 
+bool same_keypoints(const std::vector<Keypoint>& a, const std::vector<Keypoint>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].x != b[i].x || a[i].y != b[i].y || std::memcmp(&a[i].score, &b[i].score, sizeof(float)) != 0) return false;
+  return true;
+}
+
+// Steps 7-10 fused (the engine's call) against the literal references of simple_nms and select_keypoints.
+TEST(NmsSelect, FusedEqualsNmsMapThenSelect) {
+  std::mt19937 rng(17);
+  post::NmsScratch scratch;
+  std::vector<Keypoint> got, want;
+  const std::pair<int, int> sizes[] = {{1, 37}, {29, 1}, {13, 29}, {40, 70}, {24, 130}};
+  for (const auto& [h, w] : sizes) {
+    for (int lv : {3, 0}) {
+      const auto s = random_map(h, w, lv, 0.4, rng);
+      for (int r : {0, 1, 2, 4, 9, 32}) {
+        const auto nms = run_nms_reference(s, h, w, r);
+        for (float t : {0.0f, 1.0f / 3.0f, 0.5f, -1.0f})
+          for (int border : {0, 4, 1000})
+            for (int k : {-1, 0, 3, 50}) {
+              post::select_keypoints_reference(nms.data(), h, w, t, border, k, want);
+              post::nms_select_keypoints(s.data(), h, w, r, t, border, k, got, scratch);
+              ASSERT_TRUE(same_keypoints(got, want))
+                  << h << "x" << w << " levels " << lv << " r " << r << " t " << t << " border " << border << " k " << k
+                  << ": " << got.size() << " vs " << want.size() << " keypoints";
+            }
+      }
+    }
+  }
+  for (const Dense& d : dense()) {
+    const int h = 8 * d.hc, w = 8 * d.wc;
+    const auto nms = run_nms_reference(d.score_map, h, w, 4);
+    post::select_keypoints_reference(nms.data(), h, w, 0.005f, 4, 1024, want);
+    post::nms_select_keypoints(d.score_map.data(), h, w, 4, 0.005f, 4, 1024, got, scratch);
+    EXPECT_TRUE(same_keypoints(got, want)) << d.name;
+    EXPECT_EQ(want.size(), d.keypoints.size()) << d.name;
+  }
+}
+
 TEST(Nms, GoldenNmsMapFromGoldenScoreMap) {
   for (const Dense& d : dense()) {
     const int h = 8 * d.hc, w = 8 * d.wc;

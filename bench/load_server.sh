@@ -81,6 +81,7 @@ done
 # RSS_CONNS=2 / RSS_QUEUE=64 every request is a full 200 (needs a machine fast enough for N_RSS in minutes); with
 # more connections than workers + queue most are refused with 503 AFTER their body was read and checked, which
 # exercises the whole HTTP path at a high rate while some requests run the full image path.
+[[ " $stages " == *" rss "* ]] || exit 0
 rss_conns=${RSS_CONNS:-$workers}
 rss_queue=${RSS_QUEUE:-64}
 echo "## resident memory over $n_rss requests ($(basename "$image"), query '$rss_query', 2 engine threads," \

@@ -11,7 +11,8 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+// From the ASan runtime (declared here: Debian's GCC ships the runtime but not <sanitizer/allocator_interface.h>).
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #else
 #include <malloc.h>
 #endif

@@ -23,7 +23,7 @@ struct YccRow {
   bool red;                  // Cr -> R, else Cb -> B
 };
 
-/// Plain scalar form; `scratch` holds ycc_scratch_size(r) values.
+/// Plain scalar form; `scratch` holds ycc_scratch_size(r.width, r.chroma_width) values.
 void ycc_channel_row_reference(const YccRow& r, std::int16_t* scratch, std::uint8_t* out);
 
 /// Scratch values ycc_channel_row needs: the chroma column sums and one upsampled row.

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <ctime>
 #include <iostream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -95,14 +94,6 @@ RefOut ref_network(const sp::model::Weights& wt, const std::vector<float>& plane
   r.desc =
       ref_conv(ref_conv(x, c, h, w, wt.descriptor_a, true), wt.descriptor_a.out_channels, h, w, wt.descriptor_b, false);
   return r;
-}
-
-std::vector<float> random_plane(int h, int w, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> px(0, 255);
-  std::vector<float> p(static_cast<std::size_t>(h) * w);
-  for (auto& v : p) v = static_cast<float>(px(rng)) / 255.0f;
-  return p;
 }
 
 // ---- golden helpers ----------------------------------------------------------------------------------------------
@@ -215,7 +206,7 @@ TEST(OneDnnBackend, MatchesScalarReferenceOnSmallFrames) {
   for (auto [h, w] : {std::pair{24, 32}, std::pair{45, 37}, std::pair{8, 8}}) {
     auto b = be::create_backend("cpu", wt, {1, "fp32"});
     auto ex = b->plan({h, w});
-    const auto plane = random_plane(h, w, static_cast<unsigned>(h * 1000 + w));
+    const auto plane = sprt_test::random_plane(h, w, static_cast<unsigned>(h * 1000 + w));
     std::memcpy(ex->input(), plane.data(), plane.size() * sizeof(float));
     ex->run(true);
     const auto ref = ref_network(wt, plane, h, w);
@@ -268,7 +259,7 @@ TEST(OneDnnBackend, GoldenFidelity) {
 TEST(OneDnnBackend, RepeatedRunsAreBitIdentical) {
   auto b = be::create_backend("cpu", real_weights(), {0, "fp32"});
   auto ex = b->plan({480, 640});
-  const auto plane = random_plane(480, 640, 7);
+  const auto plane = sprt_test::random_plane(480, 640, 7);
   std::memcpy(ex->input(), plane.data(), plane.size() * sizeof(float));
   ex->run(true);
   const auto l0 = copy_out(ex->logits(), 60 * 80 * 65), d0 = copy_out(ex->descriptors(), 60 * 80 * 256);
@@ -287,7 +278,7 @@ TEST(OneDnnBackend, RepeatedRunsAreBitIdentical) {
 }
 
 TEST(OneDnnBackend, ThreadCountsGiveBitIdenticalOutputs) {
-  const auto plane = random_plane(480, 640, 11);
+  const auto plane = sprt_test::random_plane(480, 640, 11);
   std::vector<float> l[3], d[3];
   const int threads[3] = {1, 2, 3};
   for (int t = 0; t < 3; ++t) {
@@ -307,7 +298,7 @@ TEST(OneDnnBackend, ThreadCountsGiveBitIdenticalOutputs) {
 TEST(OneDnnBackend, RunWithoutDescriptorsSkipsTheDescriptorHead) {
   auto b = be::create_backend("cpu", real_weights(), {1, "fp32"});
   auto ex = b->plan({480, 640});
-  auto p1 = random_plane(480, 640, 1), p2 = random_plane(480, 640, 2);
+  auto p1 = sprt_test::random_plane(480, 640, 1), p2 = sprt_test::random_plane(480, 640, 2);
   std::memcpy(ex->input(), p1.data(), p1.size() * sizeof(float));
   ex->run(true);
   const auto d1 = copy_out(ex->descriptors(), 60 * 80 * 256);

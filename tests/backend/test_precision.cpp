@@ -10,7 +10,6 @@
 #include <functional>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -30,14 +29,6 @@ namespace {
 const sp::model::Weights& real_weights() {
   static const sp::model::Weights w = sp::model::load_weights_dir(sprt_test::weights_dir());
   return w;
-}
-
-std::vector<float> random_plane(int h, int w, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> px(0, 255);
-  std::vector<float> p(static_cast<std::size_t>(h) * w);
-  for (auto& v : p) v = static_cast<float>(px(rng)) / 255.0f;
-  return p;
 }
 
 std::vector<float> copy_out(const float* p, std::size_t n) {
@@ -160,7 +151,7 @@ TEST(Precision, Bf16PlanUsesBf16KernelsAndNoReferenceKernel) {
 void check_bit_identical(const std::function<std::unique_ptr<be::Backend>(int)>& make) {
   // 240x320 and an awkward frame (odd cell counts, flooring pools) keep the test short.
   for (const auto& [h, w] : {std::pair{240, 320}, std::pair{104, 152}}) {
-    const auto plane = random_plane(h, w, 5);
+    const auto plane = sprt_test::random_plane(h, w, 5);
     const std::size_t cells = static_cast<std::size_t>(h / 8) * (w / 8);
     auto b1 = make(1);
     if (!b1) return;
@@ -192,21 +183,29 @@ TEST(Precision, Bf16IsBitIdenticalAcrossRunsPlansAndThreadCounts) {
 
 TEST(Precision, Int8IsBitIdenticalAcrossRunsPlansAndThreadCounts) {
   // A small calibration plane keeps the test short (the default calibration runs three 640x480 fp32 forwards).
-  check_bit_identical([](int t) { return int8_backend(t, {{64, 96, random_plane(64, 96, 4)}}); });
+  check_bit_identical([](int t) { return int8_backend(t, {{64, 96, sprt_test::random_plane(64, 96, 4)}}); });
 }
+
+namespace {
+
+// A reduced-precision backend against fp32 on the golden dense input plane of icl_250 (printed for the log).
+Fidelity golden_fidelity(be::Backend& b, const char* mode) {
+  const auto z = sp::util::load_npz(sprt_test::golden_dir() + "/dense/icl_250.png.npz");
+  const auto pv = z.at("pixel_values").as_float();
+  EXPECT_EQ(pv.size(), 480u * 640u);
+  auto f32 = be::create_backend("cpu", real_weights(), {0, "fp32"});
+  const Fidelity f = compare(run_once(b, pv, 480, 640), run_once(*f32, pv, 480, 640), 60 * 80);
+  std::cout << mode << " vs fp32 on icl_250: max score diff " << f.max_score_diff << ", descriptor cosine min "
+            << f.min_desc_cos << " mean " << f.mean_desc_cos << "\n";
+  return f;
+}
+
+}  // namespace
 
 TEST(Precision, Bf16StaysCloseToFp32OnTheGoldenImage) {
   auto b = bf16_backend(0);
   if (!b) return;
-  const auto z = sp::util::load_npz(sprt_test::golden_dir() + "/dense/icl_250.png.npz");
-  const auto pv = z.at("pixel_values").as_float();
-  ASSERT_EQ(pv.size(), 480u * 640u);
-  auto f32 = be::create_backend("cpu", real_weights(), {0, "fp32"});
-  const Outputs r = run_once(*f32, pv, 480, 640);
-  const Outputs o = run_once(*b, pv, 480, 640);
-  const Fidelity f = compare(o, r, 60 * 80);
-  std::cout << "bf16 vs fp32 on icl_250: max score diff " << f.max_score_diff << ", descriptor cosine min "
-            << f.min_desc_cos << " mean " << f.mean_desc_cos << "\n";
+  const Fidelity f = golden_fidelity(*b, "bf16");
   // Bounds from measurement with margin (bf16 keeps 8 mantissa bits, relative error ~4e-3 per rounding, over 12
   // layers; conv1a stays f32): measured max score diff 0.020, cosine min 0.9992, mean 0.9998 (Xeon, oneDNN
   // 2.6.3). A broken path
@@ -221,7 +220,7 @@ TEST(Precision, Bf16StaysCloseToFp32OnAwkwardFrames) {
   if (!b) return;
   auto f32 = be::create_backend("cpu", real_weights(), {2, "fp32"});
   for (const auto& [h, w] : {std::pair{8, 8}, std::pair{24, 40}, std::pair{56, 88}, std::pair{120, 16}}) {
-    const auto plane = random_plane(h, w, static_cast<unsigned>(h * 1000 + w));
+    const auto plane = sprt_test::random_plane(h, w, static_cast<unsigned>(h * 1000 + w));
     const Outputs r = run_once(*f32, plane, h, w);
     const Outputs o = run_once(*b, plane, h, w);
     const Fidelity f = compare(o, r, static_cast<std::size_t>(h / 8) * (w / 8));
@@ -247,13 +246,13 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
 TEST(Precision, Int8CalibrationFromUserPlanes) {
   // Calibrating on a dim plane (max 0.2) gives smaller activation maxima, hence other scales, hence other bits;
   // the same calibration twice gives the same bits (calibration is deterministic too).
-  std::vector<be::CalibrationPlane> dim{{96, 128, random_plane(96, 128, 3)}};
+  std::vector<be::CalibrationPlane> dim{{96, 128, sprt_test::random_plane(96, 128, 3)}};
   for (auto& v : dim[0].pixels) v *= 0.2f;
   auto a = int8_backend(2, dim);
   if (!a) return;
   auto a2 = int8_backend(2, dim);
   auto d = int8_backend(2);
-  const auto plane = random_plane(120, 160, 9);
+  const auto plane = sprt_test::random_plane(120, 160, 9);
   const Outputs oa = run_once(*a, plane, 120, 160), oa2 = run_once(*a2, plane, 120, 160);
   const Outputs od = run_once(*d, plane, 120, 160);
   EXPECT_EQ(0, std::memcmp(oa.logits.data(), oa2.logits.data(), oa.logits.size() * sizeof(float)));
@@ -273,15 +272,7 @@ TEST(Precision, Int8CalibrationFromUserPlanes) {
 TEST(Precision, Int8StaysCloseToFp32OnTheGoldenImage) {
   auto b = int8_backend(0);
   if (!b) return;
-  const auto z = sp::util::load_npz(sprt_test::golden_dir() + "/dense/icl_250.png.npz");
-  const auto pv = z.at("pixel_values").as_float();
-  ASSERT_EQ(pv.size(), 480u * 640u);
-  auto f32 = be::create_backend("cpu", real_weights(), {0, "fp32"});
-  const Outputs r = run_once(*f32, pv, 480, 640);
-  const Outputs o = run_once(*b, pv, 480, 640);
-  const Fidelity f = compare(o, r, 60 * 80);
-  std::cout << "int8 vs fp32 on icl_250: max score diff " << f.max_score_diff << ", descriptor cosine min "
-            << f.min_desc_cos << " mean " << f.mean_desc_cos << "\n";
+  const Fidelity f = golden_fidelity(*b, "int8");
   // Bounds from measurement with margin (default calibration): measured max score diff 0.123, cosine min 0.936,
   // mean 0.990. A wrong scale or bias convention gives score diffs near 1 and cosines far below.
   EXPECT_LT(f.max_score_diff, 0.3);

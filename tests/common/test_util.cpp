@@ -1,7 +1,9 @@
 #include "common/test_util.hpp"
 
 #include <sys/wait.h>
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -47,6 +49,25 @@ std::vector<std::uint8_t> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error("cannot read " + path);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> shared_jpegs() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(images_dir())) {
+    std::string ext = e.path().extension().string();
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (ext == ".jpg" || ext == ".jpeg") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<float> random_plane(int h, int w, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> px(0, 255);
+  std::vector<float> p(static_cast<std::size_t>(h) * static_cast<std::size_t>(w));
+  for (auto& v : p) v = static_cast<float>(px(rng)) / 255.0f;
+  return p;
 }
 
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {

@@ -29,6 +29,10 @@ class TempDir {
 };
 
 std::vector<std::uint8_t> read_bytes(const std::string& path);
+/// The JPEG files (.jpg / .jpeg, any case) of images_dir(), sorted.
+std::vector<std::string> shared_jpegs();
+/// A 8-bit-valued network input plane (v / 255, h x w) from a seeded generator.
+std::vector<float> random_plane(int h, int w, unsigned seed);
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes);
 
 /// Runs a shell command, returns its exit status (-1 if it could not run) and captures stdout+stderr.

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -17,32 +15,12 @@
 namespace sp = superpoint_rt;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::vector<std::uint8_t> read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-std::vector<fs::path> shared_jpegs() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(fs::path(sprt_test::shared_dir()) / "images")) {
-    std::string ext = e.path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (ext == ".jpg" || ext == ".jpeg") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-}  // namespace
-
 TEST(JpegChannel, EveryChannelOfEverySharedJpegMatchesTheRgbDecode) {
-  const auto files = shared_jpegs();
+  const auto files = sprt_test::shared_jpegs();
   ASSERT_GE(files.size(), 10u) << "shared JPEGs missing under " << sprt_test::shared_dir();
-  for (const fs::path& p : files) {
-    const auto bytes = read_bytes(p);
+  for (const std::string& path : files) {
+    const fs::path p(path);
+    const auto bytes = sprt_test::read_bytes(path);
     const sp::Image rgb = sp::image::decode_jpeg(bytes, p.filename().string(), sp::kDefaultMaxPixels);
     const std::size_t n = static_cast<std::size_t>(rgb.width) * static_cast<std::size_t>(rgb.height);
     const int ch = rgb.format == sp::PixelFormat::RGB ? 3 : 1;
@@ -67,9 +45,9 @@ TEST(JpegChannel, EveryChannelOfEverySharedJpegMatchesTheRgbDecode) {
 }
 
 TEST(JpegChannel, ErrorsAsTheFullDecode) {
-  const auto files = shared_jpegs();
+  const auto files = sprt_test::shared_jpegs();
   ASSERT_FALSE(files.empty());
-  auto bytes = read_bytes(files.front());
+  auto bytes = sprt_test::read_bytes(files.front());
   EXPECT_THROW(sp::image::decode_jpeg_channel(bytes, "x.jpg", sp::kDefaultMaxPixels, 3), sp::Error);
   EXPECT_THROW(sp::image::decode_jpeg_channel(bytes, "x.jpg", sp::kDefaultMaxPixels, -1), sp::Error);
   try {

@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,23 +22,6 @@ namespace img = superpoint_rt::image;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<std::uint8_t> read_bytes(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-std::vector<fs::path> shared_jpegs() {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(fs::path(sprt_test::shared_dir()) / "images")) {
-    std::string ext = e.path().extension().string();
-    std::transform(ext.begin(), ext.end(), ext.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (ext == ".jpg" || ext == ".jpeg") out.push_back(e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 struct Fused {
   bool ran = false;
@@ -65,12 +46,13 @@ Fused run_fused(const std::vector<std::uint8_t>& bytes, const std::string& name,
 }  // namespace
 
 TEST(JpegResized, EveryPlaneOfEverySharedJpegMatchesDecodeThenResize) {
-  const auto files = shared_jpegs();
+  const auto files = sprt_test::shared_jpegs();
   ASSERT_GE(files.size(), 10u) << "shared JPEGs missing under " << sprt_test::shared_dir();
   const std::pair<int, int> sizes[] = {{640, 480}, {97, 61}, {1, 1}, {2001, 17}};
   int compared = 0;
-  for (const fs::path& p : files) {
-    const auto bytes = read_bytes(p);
+  for (const std::string& path : files) {
+    const fs::path p(path);
+    const auto bytes = sprt_test::read_bytes(path);
     const std::string name = p.filename().string();
     const sp::Image full = img::decode_jpeg(bytes, name, sp::kDefaultMaxPixels);
     const int ch = sp::channels_of(full.format);
@@ -118,9 +100,9 @@ TEST(JpegResized, EveryPlaneOfEverySharedJpegMatchesDecodeThenResize) {
 }
 
 TEST(JpegResized, ErrorsAsTheFullDecode) {
-  const auto files = shared_jpegs();
+  const auto files = sprt_test::shared_jpegs();
   ASSERT_FALSE(files.empty());
-  const auto bytes = read_bytes(files.front());
+  const auto bytes = sprt_test::read_bytes(files.front());
   if (!img::resize_rows_available()) {
     EXPECT_FALSE(run_fused(bytes, "x.jpg", sp::kDefaultMaxPixels, 0, 640, 480).ran);
     return;

@@ -80,8 +80,14 @@ struct Options {
   std::string device = "cpu";
   /// Compute threads of the network; 0 = all cores.
   int threads = 0;
-  /// "fp32" (default). Other modes are offered by the backends that support them.
+  /// "fp32" (default; bit-exact with the reference). The CPU backend also offers "bf16" and "int8" (docs/BENCHMARKS.md
+  /// gives their speed and fidelity).
   std::string precision = "fp32";
+  /// precision "int8" only: the images whose fp32 activations set the int8 quantisation ranges, each decoded and
+  /// resized exactly like a request with the default Params. Choose a few images like the ones the model will see.
+  /// Empty = the built-in calibration (three synthetic 640x480 pictures). Read during from_pretrained only: bytes
+  /// and pixel views must stay valid until it returns. Giving images with another precision is InvalidArgument.
+  std::vector<ImageInput> calibration;
   /// Decoder limit: images with more pixels are refused before their pixels are decoded.
   std::int64_t max_pixels = kDefaultMaxPixels;
   /// Warm-up at load time.
@@ -99,6 +105,7 @@ struct ModelInfo {
   std::string backend;                     // e.g. "onednn"
   std::string device;                      // e.g. "cpu"
   std::string precision;                   // e.g. "fp32"
+  std::string calibration;                 // int8: "built-in (3 synthetic 640x480 images)" or "N images"; else ""
   int threads = 0;                         // compute threads in use
   std::string cpu_features;                // e.g. "avx512f avx512bw avx2 fma" (the kernels selected at run time)
   std::string plan;                        // per-layer algorithm choice of the backend

@@ -210,6 +210,7 @@ class Model {
     d["backend"] = i.backend;
     d["device"] = i.device;
     d["precision"] = i.precision;
+    d["calibration"] = i.calibration.empty() ? py::object(py::none()) : py::object(py::str(i.calibration));
     d["threads"] = i.threads;
     d["cpu_features"] = i.cpu_features;
     d["plan"] = i.plan;
@@ -248,7 +249,7 @@ class Model {
 Model load(const std::string& model, const std::string& revision, const std::string& cache_dir, bool local_files_only,
            const std::string& device, int threads, const std::string& precision, std::int64_t max_pixels,
            std::vector<std::pair<int, int>> sizes, std::vector<int> nms_radii, std::vector<std::string> decoders,
-           int num_workers, bool verbose) {
+           int num_workers, bool verbose, const py::list& calibration) {
   sp::Options o;
   o.model = model;
   o.revision = revision;
@@ -260,6 +261,10 @@ Model load(const std::string& model, const std::string& revision, const std::str
   o.max_pixels = max_pixels;
   o.warmup = make_spec(std::move(sizes), std::move(nms_radii), std::move(decoders), num_workers);
   o.verbose = verbose;
+  // Calibration images: any single-image input (paths, bytes, arrays); `keep` holds their memory until the load
+  // has read them.
+  Keepalive keep;
+  for (const py::handle item : calibration) o.calibration.push_back(to_input(item, keep));
   py::gil_scoped_release release;
   return Model(sp::SuperPoint::from_pretrained(o));
 }
@@ -346,7 +351,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("load", &load, py::arg("model"), py::arg("revision"), py::arg("cache_dir"), py::arg("local_files_only"),
         py::arg("device"), py::arg("threads"), py::arg("precision"), py::arg("max_pixels"), py::arg("sizes"),
-        py::arg("nms_radii"), py::arg("decoders"), py::arg("num_workers"), py::arg("verbose"));
+        py::arg("nms_radii"), py::arg("decoders"), py::arg("num_workers"), py::arg("verbose"),
+        py::arg("calibration") = py::list());
   m.def("decode", &decode, py::arg("src"), py::arg("max_pixels") = sp::kDefaultMaxPixels);
   m.def("write_png", &write_png, py::arg("path"), py::arg("image"));
   m.def("default_warmup", [] { return spec_dict(sp::WarmupSpec::defaults()); });

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 import numpy as np
 
 from . import _core
-from ._inputs import split_batch, to_engine
+from ._inputs import _is_torch, split_batch, to_engine
 from ._output import SuperPointOutput
 from ._params import DEFAULTS, check_num_workers, resolve, unknown_parameter
 
@@ -124,6 +124,22 @@ def _resolve_device(device: Any, device_id: Optional[int]) -> str:
     return d
 
 
+def _calibration_inputs(calibration: Any) -> List[Any]:
+    """int8 calibration images -> the engine's single-image inputs (a batch array or tensor counts as its images)."""
+    if calibration is None:
+        return []
+    single = isinstance(calibration, (str, bytes, bytearray, memoryview, os.PathLike))
+    one_array = (isinstance(calibration, np.ndarray) and calibration.ndim < 4) or (
+        _is_torch(calibration) and calibration.dim() < 4)
+    if single or one_array or not hasattr(calibration, "__iter__"):
+        raise TypeError("calibration must be a list of images, not a single image; wrap it in a list")
+    batch = split_batch(calibration)
+    items = batch if batch is not None else list(calibration)
+    if not items:
+        raise ValueError("calibration is an empty list: pass at least one image, or None for the built-in set")
+    return [to_engine(im) for im in items]
+
+
 class SuperPoint:
     """SuperPoint keypoints and 256-d descriptors (Hugging Face ``SuperPointForKeypointDetection``, bit-exact).
 
@@ -149,6 +165,7 @@ class SuperPoint:
         device_id: Optional[int] = None,
         threads: Optional[int] = None,
         precision: str = "fp32",
+        calibration: Optional[Iterable[Any]] = None,
         warmup_variants: Any = None,
         precompile_sizes: Optional[Iterable[Tuple[int, int]]] = None,
         precompile_nms_radii: Iterable[int] = (),
@@ -166,7 +183,11 @@ class SuperPoint:
             device: "cpu" (default), "cuda" or "cuda:N" (when the library was built with CUDA).
             device_id: with device="cuda", the GPU index.
             threads: compute threads of the network (None = all cores).
-            precision: "fp32" (default; bit-exact with the reference) or another mode the backend offers ("bf16").
+            precision: "fp32" (default; bit-exact with the reference), or "bf16" / "int8" where the backend offers
+                them (the CPU backend does; their speed and fidelity are in docs/BENCHMARKS.md).
+            calibration: precision="int8" only: images (paths, bytes, PIL images, arrays, tensors: anything a call
+                accepts, one image each) whose fp32 activations set the int8 ranges; pick a few like the ones the
+                model will see. None (default): the built-in calibration (three synthetic 640x480 pictures).
             warmup_variants: None / "default", "minimal" / False, "all", "none", or a dict with keys sizes
                 ((width, height) pairs), nms_radii, decoders, num_workers, fallbacks (see docs/PYTHON.md).
             precompile_sizes: older name; replaces warmup_variants["sizes"].
@@ -196,8 +217,9 @@ class SuperPoint:
         dev = _resolve_device(device, device_id)
         spec = _resolve_warmup(warmup_variants, precompile_sizes, precompile_nms_radii)
         cache = "" if cache_dir is None else os.fsdecode(cache_dir)
+        calib = _calibration_inputs(calibration)
         core = _core.load(path, revision or "", cache, local_files_only, dev, nthreads, precision, mp,
-                          spec["sizes"], spec["nms_radii"], spec["decoders"], spec["num_workers"], verbose)
+                          spec["sizes"], spec["nms_radii"], spec["decoders"], spec["num_workers"], verbose, calib)
         info = core.info()
         config = dict(info)
         config.update({

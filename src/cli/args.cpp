@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "batch/batch.hpp"
+
 namespace superpoint_rt::cli {
 
 ArgReader::ArgReader(int argc, char** argv, int first) : args_(argv + first, argv + argc), i_(0) {}
@@ -66,7 +68,12 @@ bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
     o.threads = args.int_value(flag, 0, 1024, "0..1024, 0 = all cores");
   else if (flag == "--precision")
     o.precision = args.value(flag);
-  else if (flag == "--device")
+  else if (flag == "--calibration") {
+    // A file, or a folder walked like extract's inputs (the image extensions, in name order).
+    batch::ListSpec spec;
+    spec.inputs = {args.value(flag)};
+    for (const auto& e : batch::list_images(spec)) o.calibration.push_back(ImageInput::file(e.path));
+  } else if (flag == "--device")
     o.device = args.value(flag);
   else if (flag == "--max-pixels") {
     const std::string v = args.value(flag);

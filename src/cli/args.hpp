@@ -37,7 +37,8 @@ class ArgReader {
 };
 
 /// The options shared by the commands that load a model: --weights --revision --cache-dir --local-files-only
-/// --threads --precision --max-pixels --verbose. Returns true when `flag` was one of them.
+/// --threads --precision --calibration --max-pixels --verbose. Returns true when `flag` was one of them.
+/// --calibration FILE|FOLDER (repeatable) adds int8 calibration images (Options::calibration).
 bool parse_model_flag(ArgReader& args, const std::string& flag, Options& options);
 /// The per-request parameters: --max-keypoints --keypoint-threshold --nms-radius --no-descriptors --grayscale.
 bool parse_param_flag(ArgReader& args, const std::string& flag, Params& params);

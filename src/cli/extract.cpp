@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "         [--output FEATURES.h5] [--as-half] [--skip-existing] [--overwrite] [--shard I/N] [--report FILE]\n"
     "         [--out DIR] [--format npz|json] [--plot]\n"
     "         [--weights DIR|REPO] [--revision R] [--cache-dir DIR] [--local-files-only] [--threads N]\n"
+    "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]...\n"
     "         [--max-keypoints -1..307200] [--keypoint-threshold 0..1] [--nms-radius 0..32]\n"
     "         [--no-descriptors] [--grayscale] [--workers N] [--max-pixels N] [--quiet] [--verbose]\n"
     "Folders are walked recursively (files matching --glob, default the image extensions); images are processed in\n"

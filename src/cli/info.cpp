@@ -23,8 +23,9 @@ int info_main(int argc, char** argv) {
               << "weights: " << m.weights_dir << " (" << m.source << ")\n"
               << "revision: " << (m.revision.empty() ? "-" : m.revision) << "\n"
               << "backend: " << m.backend << " on " << m.device << ", " << m.precision << ", " << m.threads
-              << " threads\n"
-              << "kernels: " << m.cpu_features << "\n"
+              << " threads\n";
+    if (!m.calibration.empty()) std::cout << "int8 calibration: " << m.calibration << "\n";
+    std::cout << "kernels: " << m.cpu_features << "\n"
               << "plan: " << m.plan << "\n";
   } catch (const Error& e) {
     std::cout << "model: not loaded: " << e.what() << "\n";

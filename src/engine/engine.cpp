@@ -150,6 +150,15 @@ Engine::Engine(const Options& options) : options_(options) {
   backend::BackendOptions bo;
   bo.threads = threads_or_cores(options.threads);
   bo.precision = options.precision;
+  if (!options.calibration.empty()) {
+    if (options.precision != "int8")
+      throw Error(ErrorKind::InvalidArgument, std::to_string(options.calibration.size()) +
+                                                  " calibration image(s) given, but only precision \"int8\" uses "
+                                                  "them (precision is \"" +
+                                                  options.precision + "\")");
+    bo.calibration = calibration_planes(options.calibration);
+  }
+  options_.calibration.clear();  // caller-owned inputs, valid during from_pretrained only
   backend_ = backend::create_backend(options.device, weights, bo);
   executor_ = backend_->plan({kNetH, kNetW});
   log("network planned: " + executor_->plan_description());
@@ -161,12 +170,35 @@ Engine::Engine(const Options& options) : options_(options) {
   info_.backend = backend_->name();
   info_.device = backend_->device();
   info_.precision = backend_->precision();
+  if (info_.precision == "int8")
+    info_.calibration = options.calibration.empty() ? std::string("built-in (3 synthetic 640x480 images)")
+                                                    : std::to_string(options.calibration.size()) + " image(s)";
   info_.threads = backend_->threads();
   info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
                        ", post: " + post::post_kernel_name() + ")";
   info_.plan = executor_->plan_description();
   info_.warmup_s["load"] = ms_since(t0) / 1000.0;
   for (const auto& [k, v] : warmup(options.warmup)) info_.warmup_s[k] = v;
+}
+
+std::vector<backend::CalibrationPlane> Engine::calibration_planes(const std::vector<ImageInput>& images) {
+  // Each image goes through the request's own steps 1-4 (decode, channel, Pillow resize, v / 255) with the default
+  // Params, so the ranges are those of the planes the network will really see.
+  std::vector<backend::CalibrationPlane> planes;
+  planes.reserve(images.size());
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    Prepared p;
+    try {
+      p = prepare(images[i], Params{});
+    } catch (const Error& e) {
+      throw Error(e.kind(), "int8 calibration image " + std::to_string(i + 1) + " of " + std::to_string(images.size()) +
+                                ": " + e.what());
+    }
+    planes.push_back({kNetH, kNetW, p.ctx->input});
+    release_context(std::move(p.ctx));
+  }
+  log("int8 calibration: " + std::to_string(planes.size()) + " image(s) prepared");
+  return planes;
 }
 
 Engine::~Engine() {

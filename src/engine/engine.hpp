@@ -51,6 +51,7 @@ class Engine {
   void release_context(std::unique_ptr<engine::Context> ctx);
   std::shared_ptr<const image::ResizePlan> resize_plan(int in_w, int in_h);
   Prepared prepare(const ImageInput& image, const Params& params);
+  std::vector<backend::CalibrationPlane> calibration_planes(const std::vector<ImageInput>& images);
   Features finish(Prepared& prepared, const Params& params, bool reuse_network_output = false);
   engine::ThreadPool& pool(int workers);
   void log(const std::string& msg) const;

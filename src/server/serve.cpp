@@ -36,7 +36,7 @@ constexpr const char* kUsage =
     "usage: superpoint-rt serve [--host 127.0.0.1] [--port 8000] [--weights DIR|REPO] [--revision R]\n"
     "         [--cache-dir DIR] [--local-files-only] [--threads N] [--workers N] [--max-body-mb 50]\n"
     "         [--max-pixels N] [--queue 64] [--timeout-s 30] [--warmup default|minimal|all|none]\n"
-    "         [--connections N]\n"
+    "         [--connections N] [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]...\n"
     "Serves POST /v1/keypoints, POST /v1/keypoints/batch, GET /healthz, /readyz, /v1/info, /metrics.\n"
     "  --port 0          any free port; the bound address is printed on stdout\n"
     "  --threads N       compute threads of the network (0 = all cores)\n"
@@ -44,6 +44,8 @@ constexpr const char* kUsage =
     "  --queue N         requests that may wait for a worker; more get 503 + Retry-After\n"
     "  --timeout-s S     a request waiting longer than S seconds for a worker gets 504\n"
     "  --connections N   HTTP connection threads (default workers + queue + 16)\n"
+    "  --precision P     fp32 (default, bit-exact), bf16 or int8 (docs/BENCHMARKS.md: speed and fidelity)\n"
+    "  --calibration X   int8 only: calibration images (a file or a folder; repeatable); default built-in\n"
     "SIGINT / SIGTERM: requests already received finish, new ones get 503, then the server exits 0.\n";
 
 double positive_number(ArgReader& args, const std::string& flag) {

@@ -452,6 +452,7 @@ struct HttpServer::Impl {
       j["backend"] = model_info.backend;
       j["device"] = model_info.device;
       j["precision"] = model_info.precision;
+      if (!model_info.calibration.empty()) j["calibration"] = model_info.calibration;
       j["threads"] = model_info.threads;
       j["cpu_features"] = model_info.cpu_features;
     }

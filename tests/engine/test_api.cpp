@@ -11,6 +11,7 @@
 
 #include "common/test_util.hpp"
 #include "superpoint_rt/superpoint.hpp"
+#include "util/cpu.hpp"
 
 using namespace superpoint_rt;
 
@@ -323,6 +324,65 @@ TEST(Options, BadOptionsAreErrors) {
   o.precision = "fp32";
   o.model = "/definitely/not/a/dir";
   EXPECT_THROW(SuperPoint::from_pretrained(o), Error);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Options, Int8CalibrationImagesSetTheRanges) {
+  Options o;
+  o.model = sprt_test::weights_dir();
+  o.threads = 2;
+  o.warmup = WarmupSpec::none();
+  o.precision = "int8";
+  const auto png = sprt_test::read_bytes(img("icl_250.png"));
+  const Image camera = decode_file(img("skimage_camera.png"));
+  const std::vector<ImageInput> calibration{ImageInput::file(img("berlin01_1600x900.jpg")),
+                                            ImageInput::bytes(png, "icl_250.png"), ImageInput::pixels(camera.view())};
+  {  // another precision does not use calibration images: refused, not ignored
+    Options f = o;
+    f.precision = "fp32";
+    f.calibration = calibration;
+    try {
+      (void)SuperPoint::from_pretrained(f);
+      ADD_FAILURE() << "calibration images accepted with fp32";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("int8"), std::string::npos) << e.what();
+    }
+  }
+  {  // a bad calibration image names itself and its place in the list
+    Options f = o;
+    f.calibration = {ImageInput::file(img("icl_250.png")), ImageInput::file("/no/such/calibration.jpg")};
+    try {
+      (void)SuperPoint::from_pretrained(f);
+      ADD_FAILURE() << "missing calibration image accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::NotFound);
+      EXPECT_NE(std::string(e.what()).find("/no/such/calibration.jpg"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("calibration image 2 of 2"), std::string::npos) << e.what();
+    }
+  }
+  if (!util::cpu_features().avx512()) {
+    Options f = o;
+    f.calibration = calibration;
+    EXPECT_THROW((void)SuperPoint::from_pretrained(f), Error) << "int8 accepted without AVX-512";
+    return;
+  }
+  const SuperPoint builtin = SuperPoint::from_pretrained(o);
+  EXPECT_EQ(builtin.info().calibration, "built-in (3 synthetic 640x480 images)");
+  o.calibration = calibration;
+  const SuperPoint a = SuperPoint::from_pretrained(o);
+  const SuperPoint b = SuperPoint::from_pretrained(o);
+  EXPECT_EQ(a.info().calibration, "3 image(s)");
+  EXPECT_EQ(a.info().precision, "int8");
+  const ImageInput probe = ImageInput::file(img("berlin02_1600x900.jpg"));
+  const Features fa = a.run(probe), fb = b.run(probe), fc = builtin.run(probe);
+  expect_same(fa, fb);  // calibration is deterministic
+  EXPECT_GT(fa.size(), 100u);
+  // Other ranges give other int8 bits: the images were used, not the built-in set.
+  EXPECT_NE(fa.scores, fc.scores);
 }
 
 }  // namespace

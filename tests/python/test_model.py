@@ -197,6 +197,7 @@ def test_warmup_and_config(model):
                 "cpu_features", "plan", "warmup_variants", "warmup_s", "version"):
         assert key in c, key
     assert c["device"] == "cpu" and c["precision"] == "fp32" and c["source"] == "local"
+    assert c["calibration"] is None  # int8 only
     assert c["warmup_variants"]["nms_radii"] == [] and c["version"] == superpoint_rt.__version__
     steps = model.warmup(nms_radius=3, size=(800, 600), decoders=["webp"])
     assert {"nms_radius:3", "size:800x600", "decoder:webp"} <= set(steps), steps
@@ -227,6 +228,37 @@ def test_bad_from_pretrained_arguments(tmp_path):
                               ({"device": "cpu", "device_id": 1}, ValueError, "device_id")]:
         with pytest.raises(exc, match=word):
             SuperPoint.from_pretrained(weights_dir(), local_files_only=True, **kwargs)
+
+
+def test_int8_calibration_images(model):
+    """calibration= takes any image inputs (paths, bytes, arrays, a batch), names bad ones, and needs int8."""
+    path = image_path("icl_250.png")
+    with open(path, "rb") as f:
+        data = f.read()
+    arr = synthetic_image(640, 480, seed=5)
+    kw = {"warmup_variants": "none", "local_files_only": True, "threads": 2}
+    with pytest.raises(ValueError, match="int8"):
+        SuperPoint.from_pretrained(weights_dir(), calibration=[path], **kw)
+    for bad, exc, word in [(path, TypeError, "list"), (arr, TypeError, "list"), ([], ValueError, "empty"),
+                           ([3.5], TypeError, "unsupported image type")]:
+        with pytest.raises(exc, match=word):
+            SuperPoint.from_pretrained(weights_dir(), precision="int8", calibration=bad, **kw)
+    with pytest.raises(FileNotFoundError, match="no-such.png"):
+        SuperPoint.from_pretrained(weights_dir(), precision="int8", calibration=[path, "/nowhere/no-such.png"], **kw)
+    if "avx512f" not in model.config["cpu_features"].split():
+        with pytest.raises(ValueError, match="int8"):
+            SuperPoint.from_pretrained(weights_dir(), precision="int8", calibration=[path], **kw)
+        return
+    probe = image_path("berlin01_1600x900.jpg")
+    with SuperPoint.from_pretrained(weights_dir(), precision="int8", calibration=[path, arr], **kw) as a, \
+            SuperPoint.from_pretrained(weights_dir(), precision="int8", calibration=(data, arr), **kw) as b, \
+            SuperPoint.from_pretrained(weights_dir(), precision="int8", **kw) as builtin:
+        assert a.config["precision"] == "int8" and a.config["calibration"] == "2 image(s)"
+        assert builtin.config["calibration"].startswith("built-in")
+        assert_same(a(probe), b(probe), "path vs bytes calibration")
+        assert not np.array_equal(np.asarray(a(probe).scores), np.asarray(builtin(probe).scores))
+    with SuperPoint.from_pretrained(weights_dir(), precision="int8", calibration=np.stack([arr, arr]), **kw) as c:
+        assert c.config["calibration"] == "2 image(s)"
 
 
 def test_max_pixels_limit():

@@ -199,6 +199,31 @@ def srv():
 # --- service endpoints -----------------------------------------------------------------------------------------
 
 
+def cpu_has_avx512():
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    return all(x in flags for x in ("avx512f", "avx512bw", "avx512vl", "avx512dq"))
+
+
+def test_int8_with_calibration_images():
+    """serve --precision int8 --calibration: the server says so in /v1/info and answers requests."""
+    args = ("--precision", "int8", "--calibration", os.path.join(IMAGES, "icl_250.png"), "--warmup", "none")
+    if not cpu_has_avx512():  # int8 needs AVX-512: the server must refuse to start, naming the precision
+        proc = subprocess.run([CLI, "serve", "--port", "0", "--weights", WEIGHTS, *args], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode != 0 and "int8" in proc.stderr
+        return
+    srv = Server(*args)
+    try:
+        status, _, body = request(srv, "GET", "/v1/info")
+        info = json.loads(body)
+        assert status == 200 and info["precision"] == "int8" and info["calibration"] == "1 image(s)", info
+        status, _, body = post_image(srv, PNG_640, "?max_keypoints=50")
+        assert status == 200 and len(json.loads(body)["keypoints"]) == 50
+    finally:
+        assert srv.stop() == 0
+
+
 def test_health_ready_info_metrics(srv):
     status, _, body = request(srv, "GET", "/healthz")
     assert status == 200 and json.loads(body)["status"] == "ok"
@@ -208,6 +233,7 @@ def test_health_ready_info_metrics(srv):
     info = json.loads(body)
     assert status == 200 and info["ready"] is True
     assert info["backend"] and info["precision"] == "fp32" and "revision" in info and info["model"] == WEIGHTS
+    assert "calibration" not in info  # int8 only
     assert info["limits"]["max_body_bytes"] == 8 * 1024 * 1024 and info["limits"]["max_pixels"] == 40000000
     assert post_image(srv, PNG_640, "?max_keypoints=5")[0] == 200
     # A request is counted right after its response is written, so the client may see /metrics a moment earlier.

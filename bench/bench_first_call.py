@@ -2,7 +2,8 @@
 """First-call latency of the Python API with the default warm-up (seed PYTHON.md "Measured first-call latency"),
 and the overhead of a Python call over the C++ call.
 
-    python bench/bench_first_call.py [--variants a,b,...] [--images K] [--passes P] [--reps R] [--threads N]
+    python bench/bench_first_call.py [--variants a,b,...] [--precisions fp32,bf16,int8] [--images K] [--passes P]
+                                     [--reps R] [--threads N]
     python bench/bench_first_call.py --overhead [--calls N]
 
 First-call method (the seed's): ONE FRESH PROCESS for each variant and repetition (nothing is shared between them:
@@ -11,7 +12,8 @@ then pass 1 calls the model on K different images (real photographs from ../shar
 variant's size, or synthetic pictures when those are absent): call i gets a new image. Passes 2..P repeat the same
 images; the "steady" latency of image i is the median of its later calls, because the latency depends on the image.
 Reported: call 1, 2 and 10 (when K >= 10) as ms and as the ratio to the steady latency of the same image, and the
-median steady latency over all images; the median over R repetitions.
+median steady latency over all images; the median over R repetitions. --precisions repeats every variant for each
+precision (each a prepared variant of its own: from_pretrained(precision=...) with the default warm-up).
 
 Overhead method: in one process, each call of model(plane) (a 480x640 uint8 array) is timed in Python around the
 call, and the C++ engine's own stage timers of the same call (timing_ms: decode + preprocess + forward +
@@ -124,14 +126,14 @@ def make_inputs(kind: str, w: int, h: int, k: int, tmp: pathlib.Path):
     return out
 
 
-def child(variant: str, k: int, passes: int, threads) -> dict:
+def child(variant: str, k: int, passes: int, threads, precision: str) -> dict:
     kind, w, h, params = VARIANTS[variant]
     with tempfile.TemporaryDirectory() as td:
         inputs = make_inputs(kind, w, h, k, pathlib.Path(td))
         from superpoint_rt import SuperPoint
 
         t0 = time.perf_counter()
-        model = SuperPoint.from_pretrained(weights(), threads=threads)
+        model = SuperPoint.from_pretrained(weights(), threads=threads, precision=precision)
         load_s = time.perf_counter() - t0
         lat = [[0.0] * k for _ in range(passes)]
         for p in range(passes):
@@ -141,7 +143,7 @@ def child(variant: str, k: int, passes: int, threads) -> dict:
                 lat[p][i] = (time.perf_counter() - t) * 1000.0
         model.close()
     steady = [statistics.median(lat[p][i] for p in range(1, passes)) for i in range(k)]
-    res = {"variant": variant, "load_s": load_s, "steady_median_ms": statistics.median(steady)}
+    res = {"variant": variant, "precision": precision, "load_s": load_s, "steady_median_ms": statistics.median(steady)}
     for c in (1, 2, 10):
         if c <= k:
             res[f"call{c}_ms"] = lat[0][c - 1]
@@ -154,12 +156,14 @@ def first_call(args) -> None:
     for n in names:
         if n not in VARIANTS:
             raise SystemExit(f"unknown variant {n!r}: {', '.join(VARIANTS)}")
-    print(f"{'variant':26s} {'load s':>7s} {'call 1 ms (ratio)':>18s} {'call 2 (ratio)':>16s} "
+    precisions = [p for p in args.precisions.split(",") if p]
+    print(f"{'variant':26s} {'prec':>4s} {'load s':>7s} {'call 1 ms (ratio)':>18s} {'call 2 (ratio)':>16s} "
           f"{'call 10 (ratio)':>16s} {'steady ms':>10s}")
-    for n in names:
+    for n, prec in ((n, p) for p in precisions for n in names):
         reps = []
         for _ in range(args.reps):
-            cmd = [sys.executable, __file__, "--child", n, "--images", str(args.images), "--passes", str(args.passes)]
+            cmd = [sys.executable, __file__, "--child", n, "--images", str(args.images), "--passes", str(args.passes),
+                   "--precisions", prec]
             if args.threads:
                 cmd += ["--threads", str(args.threads)]
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -172,7 +176,7 @@ def first_call(args) -> None:
             return statistics.median(v) if v else float("nan")
 
         cell = lambda c: f"{med(f'call{c}_ms'):8.2f} ({med(f'call{c}_ratio'):4.2f})"  # noqa: E731
-        print(f"{n:26s} {med('load_s'):7.2f} {cell(1):>18s} {cell(2):>16s} {cell(10):>16s} "
+        print(f"{n:26s} {prec:>4s} {med('load_s'):7.2f} {cell(1):>18s} {cell(2):>16s} {cell(10):>16s} "
               f"{med('steady_median_ms'):10.2f}", flush=True)
 
 
@@ -209,12 +213,13 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--precisions", default="fp32", help="comma-separated: fp32, bf16, int8")
     ap.add_argument("--overhead", action="store_true")
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.images, args.passes, args.threads)))
+        print(json.dumps(child(args.child, args.images, args.passes, args.threads, args.precisions)))
     elif args.overhead:
         r = overhead(args)
         print(json.dumps(r, indent=1))

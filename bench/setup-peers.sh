@@ -3,7 +3,8 @@
 # peer's graph from our safetensors), numpy, opencv-python-headless (RANSAC for bench/fidelity_precision.py). Never run by the build; run by bench/run.sh or by hand.
 #
 #   bash bench/setup-peers.sh               # onnxruntime + onnx + numpy
-#   bash bench/setup-peers.sh --with-torch  # also PyPI's torch (large: the default wheel carries CUDA libraries)
+#   bash bench/setup-peers.sh --with-torch  # also PyPI's torch + pillow (large: the default wheel carries CUDA
+#                                           # libraries; only its CPU path is measured)
 #
 # Idempotent: an existing venv that already imports every requested package is left as it is (no network).
 # $SPRT_BENCH_PYTHON picks the interpreter that creates the venv (default /usr/bin/python3, Debian's, the same one
@@ -33,8 +34,9 @@ done
 modules=(onnxruntime onnx numpy cv2)
 packages=(onnxruntime onnx numpy opencv-python-headless)
 if ((with_torch)); then
-  modules+=(torch)
-  packages+=(torch)
+  # pillow: ../shared/tools/reference.py (the PyTorch peer's module) imports PIL.
+  modules+=(torch PIL)
+  packages+=(torch pillow)
 fi
 
 if [[ ! -x "$venv/bin/python" ]]; then

@@ -4,6 +4,7 @@
 
 namespace superpoint_rt::cli {
 
+int bench_main(int argc, char** argv);       // superpoint-rt bench [--threads 1,2] ... (src/cli/bench.cpp)
 int extract_main(int argc, char** argv);     // superpoint-rt extract IMAGE|FOLDER... --out DIR | --output F.h5
 int info_main(int argc, char** argv);        // superpoint-rt info
 int merge_main(int argc, char** argv);       // superpoint-rt merge A.h5 B.h5... --output ALL.h5 (src/cli/merge.cpp)

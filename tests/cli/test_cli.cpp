@@ -5,7 +5,10 @@
 
 #include "common/test_util.hpp"
 #include "superpoint_rt/superpoint.hpp"
+#include "util/cpu.hpp"
 #include "util/npz.hpp"
+
+#include <nlohmann/json.hpp>
 
 #ifndef SPRT_CLI
 #error "tests/cli needs the superpoint-rt target"
@@ -133,6 +136,53 @@ TEST(Cli, InfoAndQuickstart) {
   ASSERT_EQ(arr.shape.size(), 2u);
   EXPECT_GT(arr.shape[0], 50);  // the synthetic image has plenty of corners
   EXPECT_EQ(arr.shape[1], 256);
+}
+
+TEST(Cli, Int8CalibrationFolder) {
+  sprt_test::TempDir dir;
+  for (const char* n : {"icl_250.png", "skimage_camera.png"}) fs::copy_file(img(n), dir.file(n));
+  std::string log;
+  const std::string calib = " --calibration " + dir.path();
+  if (!util::cpu_features().avx512()) {
+    EXPECT_NE(sprt_test::run_command(cli() + "info --precision int8" + calib + weights(), &log), 0) << log;
+    return;
+  }
+  ASSERT_EQ(sprt_test::run_command(cli() + "info --precision int8" + calib + weights(), &log), 0) << log;
+  EXPECT_NE(log.find("int8 calibration: 2 image(s)"), std::string::npos) << log;
+  EXPECT_NE(sprt_test::run_command(cli() + "info" + calib + weights(), &log), 0) << log;
+  EXPECT_NE(log.find("only precision \"int8\" uses them"), std::string::npos) << log;
+}
+
+TEST(Cli, BenchPrintsOneTableAndJson) {
+  sprt_test::TempDir out;
+  const std::string json_path = out.file("bench.json");
+  std::string log;
+  const std::string args = " --rounds 1 --iters 2 --warmup 0 --threads 1 --precisions fp32 --peer-python '' --jpeg " +
+                           img("berlin01_1600x900.jpg") + " --png " + img("icl_250.png") + " --json " + json_path;
+  ASSERT_EQ(sprt_test::run_command(cli() + "bench" + args + weights(), &log), 0) << log;
+  for (const char* s : {"forward 480x640", "JPEG 1600x900", "PNG 640x480", "x ORT", "ours fp32", "no peer Python"})
+    EXPECT_NE(log.find(s), std::string::npos) << s << "\n" << log;
+  const auto j = nlohmann::json::parse(sprt_test::read_bytes(json_path));
+  ASSERT_EQ(j.at("rows").size(), 1u);
+  const auto& row = j.at("rows")[0];
+  EXPECT_EQ(row.at("row"), "ours fp32");
+  for (const char* kind : {"forward", "plane", "jpeg", "png"}) {
+    ASSERT_EQ(row.at(kind).at("ms").size(), 2u) << kind;
+    EXPECT_GT(row.at(kind).at("p50").get<double>(), 0.0) << kind;
+  }
+  EXPECT_GT(row.at("peak_rss_mb_forward").get<double>(), 10.0);
+  EXPECT_GT(row.at("peak_rss_mb_request").get<double>(), 10.0);
+  EXPECT_NE(row.at("plan").get<std::string>().find("conv1a"), std::string::npos);
+
+  // A precision the backend does not have fails the run with its name; an unknown option is a usage error.
+  EXPECT_EQ(
+      sprt_test::run_command(cli() + "bench --precisions fp64 --rounds 1 --iters 1 --peer-python ''" + weights(), &log),
+      1)
+      << log;
+  EXPECT_NE(log.find("fp64"), std::string::npos) << log;
+  EXPECT_EQ(sprt_test::run_command(cli() + "bench --frobnicate", &log), 2) << log;
+  EXPECT_NE(log.find("--frobnicate"), std::string::npos) << log;
+  EXPECT_EQ(sprt_test::run_command(cli() + "bench --help", &log), 0) << log;
 }
 
 }  // namespace

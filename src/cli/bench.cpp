@@ -1,0 +1,652 @@
+// superpoint-rt bench: superpoint-rt (every precision) against ONNX Runtime and PyTorch on this CPU, measured in one
+// run and printed as one table (docs/BENCHMARKS.md; `bash bench/run.sh` installs the peers and runs it).
+//
+// One process per row and thread count, so that each row's peak RSS is its own and nothing is shared:
+//   ours forward   `superpoint-rt bench --worker forward`: the backend alone (src/backend/backend.hpp:
+//                  create_backend -> plan(480x640) -> run(true), both heads) on a fixed 480x640 plane
+//   ours request   `superpoint-rt bench --worker request`: SuperPoint::run on the same plane as 8-bit pixels, and
+//                  on the bytes of a JPEG and a PNG (decode + preprocess + network + postprocess, no file I/O)
+//   peers          bench/peer_worker.py (ONNX Runtime on bench/export_onnx.py's graph, PyTorch on the reference
+//                  module of ../shared/tools/reference.py) on the same float plane, forward only
+// Every worker speaks the same line protocol: it prints {"ready": true} once set up (load, plan, warm-up), then
+// answers each "KIND ITERS" line with one JSON line {"ms": [...], "cpu_ms": x, "peak_rss_mb": x, ...}.
+// The driver interleaves the rows round by round (alternating the order), so that a noisy shared machine slows
+// every row alike; medians and ratios are comparable, absolute times are not.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.hpp"
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "image/resize.hpp"
+#include "model/hub.hpp"
+#include "model/weights.hpp"
+#include "util/cpu.hpp"
+
+#ifndef SUPERPOINT_RT_SOURCE_DIR
+#define SUPERPOINT_RT_SOURCE_DIR ""
+#endif
+
+namespace superpoint_rt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr int kNetW = 640, kNetH = 480;
+
+constexpr const char* kUsage =
+    "usage: superpoint-rt bench [--threads 1,2] [--precisions fp32,bf16,int8] [--rounds 5] [--iters 4]\n"
+    "         [--warmup 3] [--pause-ms 200] [--jpeg FILE] [--png FILE] [--peer-python PYTHON] [--peers ort,torch]\n"
+    "         [--json FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR] [--local-files-only]\n"
+    "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32 and PyTorch fp32 (when the peer Python has\n"
+    "them), for each thread count; columns the network forward on a 480x640 plane and the full request on that plane,\n"
+    "a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward, and each process's peak RSS.\n"
+    "  --jpeg / --png     request images (default: berlin01_1600x900 of $SUPERPOINT_RT_SHARED or ../shared/images);\n"
+    "                     the 480x640 plane is the JPEG's red channel resized as a request does\n"
+    "  --peer-python P    a Python with onnxruntime (and torch) for the peers (default $SUPERPOINT_RT_BENCH_PYTHON,\n"
+    "                     else bench/.venv/bin/python of the source tree; bash bench/setup-peers.sh makes it);\n"
+    "                     without one the table has our rows only\n"
+    "  --json FILE        also write every iteration's time and the table as JSON\n";
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// CPU time of the whole process (every thread): how many cores a measurement really kept busy.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: kilobytes
+}
+
+std::vector<std::uint8_t> read_bytes(const std::string& path, std::size_t expect, const std::string& what) {
+  std::vector<std::uint8_t> b = read_file(path);
+  if (b.size() != expect)
+    throw Error(ErrorKind::InvalidArgument,
+                what + " " + path + " has " + std::to_string(b.size()) + " bytes, expected " + std::to_string(expect));
+  return b;
+}
+
+// ------------------------------------------------------------------------------------------------ worker side
+
+struct WorkerArgs {
+  std::string mode;  // forward | request
+  std::string weights_dir, precision = "fp32";
+  std::string plane_u8;  // 640x480 bytes
+  std::string jpeg, png;
+  int threads = 1;
+  int warmup = 3;
+};
+
+class Measurement {
+ public:
+  virtual ~Measurement() = default;
+  virtual json measure(const std::string& kind, int iters) = 0;
+};
+
+class ForwardWorker final : public Measurement {
+ public:
+  explicit ForwardWorker(const WorkerArgs& a) {
+    const auto plane = read_bytes(a.plane_u8, std::size_t{kNetW} * kNetH, "plane");
+    backend_ = backend::create_backend("cpu", model::load_weights_dir(a.weights_dir), {a.threads, a.precision});
+    exec_ = backend_->plan({kNetH, kNetW});
+    float* in = exec_->input();
+    for (std::size_t i = 0; i < plane.size(); ++i) in[i] = static_cast<float>(plane[i]) / 255.0f;  // v / 255.0f
+    for (int i = 0; i < a.warmup; ++i) exec_->run(true);
+  }
+  json measure(const std::string& kind, int iters) override {
+    if (kind != "forward") throw Error(ErrorKind::InvalidArgument, "forward worker: unknown kind '" + kind + "'");
+    std::vector<double> ms;
+    const double cpu0 = process_cpu_ms();
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = Clock::now();
+      exec_->run(true);
+      ms.push_back(ms_since(t0));
+    }
+    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}, {"plan", exec_->plan_description()}};
+  }
+
+ private:
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<backend::Executor> exec_;
+};
+
+class RequestWorker final : public Measurement {
+ public:
+  explicit RequestWorker(const WorkerArgs& a)
+      : plane_(read_bytes(a.plane_u8, std::size_t{kNetW} * kNetH, "plane")),
+        jpeg_(read_file(a.jpeg)),
+        png_(read_file(a.png)),
+        jpeg_name_(a.jpeg),
+        png_name_(a.png) {
+    Options o;
+    o.model = a.weights_dir;
+    o.local_files_only = true;
+    o.threads = a.threads;
+    o.precision = a.precision;
+    // Prepare exactly the variants that are timed; the warm-up iterations below cover anything else.
+    o.warmup = WarmupSpec::none();
+    for (const auto* bytes : {&jpeg_, &png_}) {
+      const ImageInfo info = probe_image(*bytes);
+      o.warmup.sizes.emplace_back(info.width, info.height);
+    }
+    o.warmup.sizes.emplace_back(kNetW, kNetH);
+    o.warmup.nms_radii = {Params{}.nms_radius};
+    o.warmup.decoders = {"jpeg", "png"};
+    model_ = SuperPoint::from_pretrained(o);
+    for (const char* kind : {"plane", "jpeg", "png"})
+      for (int i = 0; i < a.warmup; ++i) (void)run_once(kind);
+  }
+
+  json measure(const std::string& kind, int iters) override {
+    std::vector<double> ms, nonnet, forward;
+    std::size_t keypoints = 0;
+    const double cpu0 = process_cpu_ms();
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = Clock::now();
+      const Features f = run_once(kind);
+      ms.push_back(ms_since(t0));
+      const Timing& t = f.timing_ms;
+      nonnet.push_back(t.decode + t.preprocess + t.postprocess);
+      forward.push_back(t.forward);
+      keypoints = f.size();
+    }
+    return {{"ms", ms},
+            {"cpu_ms", process_cpu_ms() - cpu0},
+            {"nonnet_ms", nonnet},
+            {"forward", forward},
+            {"keypoints", keypoints},
+            {"plan", model_.info().plan}};
+  }
+
+ private:
+  Features run_once(const std::string& kind) const {
+    if (kind == "plane") return model_.run(ImageInput::pixels({plane_.data(), kNetW, kNetH}));
+    if (kind == "jpeg") return model_.run(ImageInput::bytes(jpeg_, jpeg_name_));
+    if (kind == "png") return model_.run(ImageInput::bytes(png_, png_name_));
+    throw Error(ErrorKind::InvalidArgument, "request worker: unknown kind '" + kind + "'");
+  }
+
+  std::vector<std::uint8_t> plane_, jpeg_, png_;
+  std::string jpeg_name_, png_name_;
+  SuperPoint model_;
+};
+
+int worker_main(ArgReader& args, const std::string& mode) {
+  WorkerArgs a;
+  a.mode = mode;
+  while (!args.done()) {
+    const std::string f = args.next();
+    if (f == "--weights-dir")
+      a.weights_dir = args.value(f);
+    else if (f == "--precision")
+      a.precision = args.value(f);
+    else if (f == "--plane")
+      a.plane_u8 = args.value(f);
+    else if (f == "--jpeg")
+      a.jpeg = args.value(f);
+    else if (f == "--png")
+      a.png = args.value(f);
+    else if (f == "--threads")
+      a.threads = args.int_value(f, 1, 1024, "1..1024");
+    else if (f == "--warmup")
+      a.warmup = args.int_value(f, 0, 1000, "0..1000");
+    else
+      throw UsageError("bench --worker: unknown option " + f);
+  }
+  if (mode != "forward" && mode != "request") throw UsageError("bench --worker: forward or request, not " + mode);
+  std::unique_ptr<Measurement> m;
+  if (mode == "forward")
+    m = std::make_unique<ForwardWorker>(a);
+  else
+    m = std::make_unique<RequestWorker>(a);
+  std::cout << json{{"ready", true}, {"peak_rss_mb", peak_rss_mb()}}.dump() << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string kind;
+    int iters = 0;
+    if (!(in >> kind >> iters) || iters < 1) throw UsageError("bench --worker: expected 'KIND ITERS', got " + line);
+    json r = m->measure(kind, iters);
+    r["peak_rss_mb"] = peak_rss_mb();
+    std::cout << r.dump() << std::endl;
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------------------ driver side
+
+/// A worker process with its stdin and stdout on pipes; its stderr is ours (its messages reach the terminal).
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv) : cmd_(argv.front()) {
+    int to[2], from[2];
+    if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0)
+      throw Error(ErrorKind::Io, std::string("bench: pipe: ") + std::strerror(errno));
+    std::vector<char*> cargv;
+    for (const auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
+    cargv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ < 0) throw Error(ErrorKind::Io, std::string("bench: fork: ") + std::strerror(errno));
+    if (pid_ == 0) {
+      ::dup2(to[0], 0);
+      ::dup2(from[1], 1);
+      ::execv(cargv[0], cargv.data());
+      std::fprintf(stderr, "superpoint-rt bench: cannot run %s: %s\n", cargv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(to[0]);
+    ::close(from[1]);
+    in_ = ::fdopen(to[1], "w");
+    out_ = ::fdopen(from[0], "r");
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (in_) std::fclose(in_);
+    if (out_) std::fclose(out_);
+    if (pid_ > 0) {
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+
+  /// The next JSON line, or a json null when the process ended (its message is on stderr).
+  json read() {
+    std::string line;
+    int c;
+    while ((c = std::fgetc(out_)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
+    if (line.empty()) return nullptr;
+    try {
+      return json::parse(line);
+    } catch (const std::exception&) {
+      throw Error(ErrorKind::Internal, "bench: " + cmd_ + " printed '" + line + "' (expected one JSON line)");
+    }
+  }
+  json ask(const std::string& kind, int iters) {
+    std::fprintf(in_, "%s %d\n", kind.c_str(), iters);
+    std::fflush(in_);
+    json r = read();
+    if (r.is_null()) throw Error(ErrorKind::Internal, "bench: " + cmd_ + " ended during '" + kind + "'");
+    return r;
+  }
+
+ private:
+  std::string cmd_;
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+};
+
+struct Series {
+  std::vector<double> ms, nonnet_ms;
+  double cpu_ms = 0;
+};
+
+struct Row {
+  std::string label;  // "ours fp32", "ONNX Runtime fp32", ...
+  bool ours = false;
+  int threads = 1;
+  std::unique_ptr<Child> forward, request;
+  std::map<std::string, Series> series;  // kind -> times
+  double rss_forward = 0, rss_request = 0;
+  std::string plan;
+};
+
+double percentile(std::vector<double> v, double q) {
+  // numpy's default (linear interpolation between closest ranks).
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string shared_dir() {
+  if (const char* s = std::getenv("SUPERPOINT_RT_SHARED"); s && *s) return s;
+  return std::string(SUPERPOINT_RT_SOURCE_DIR) + "/../shared";
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error(ErrorKind::Io, "bench: cannot find this program's path (/proc/self/exe): " + ec.message());
+  return p.string();
+}
+
+// The request's 480x640 plane of the JPEG: its red channel (the default Params' channel) resized as the engine does
+// (Pillow BILINEAR), so that the forward rows see a real image and the plane request the same pixels.
+std::vector<std::uint8_t> plane_of(const std::string& jpeg) {
+  const Image im = decode_file(jpeg);
+  const image::ResizePlan plan(im.width, im.height, kNetW, kNetH);
+  image::ResizeScratch scratch;
+  std::vector<std::uint8_t> out(std::size_t{kNetW} * kNetH);
+  const int ch = im.format == PixelFormat::RGB ? 3 : 1;
+  image::resize_plane(plan, im.pixels.data(), im.view().stride(), ch, out.data(), scratch);
+  return out;
+}
+
+std::string fmt(double v, int width, int prec = 1) {
+  char buf[64];
+  if (std::isnan(v))
+    std::snprintf(buf, sizeof buf, "%*s", width, "-");
+  else
+    std::snprintf(buf, sizeof buf, "%*.*f", width, prec, v);
+  return buf;
+}
+
+std::string now_string() {
+  const std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&t));
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+int driver_main(ArgReader& args) {
+  ::signal(SIGPIPE, SIG_IGN);  // a worker that died is reported by its missing answer, not by killing the driver
+  Options options = default_cli_options();
+  std::vector<int> threads{1, 2};
+  std::vector<std::string> precisions{"fp32", "bf16", "int8"}, peers{"ort", "torch"};
+  int rounds = 5, iters = 4, warmup = 3, pause_ms = 200;
+  const std::string shared = shared_dir();
+  std::string jpeg = shared + "/images/berlin01_1600x900.jpg", png = shared + "/images/berlin01_1600x900.png";
+  std::string json_path, peer_python, peer_script = std::string(SUPERPOINT_RT_SOURCE_DIR) + "/bench/peer_worker.py";
+  if (const char* p = std::getenv("SUPERPOINT_RT_BENCH_PYTHON"); p && *p) {
+    peer_python = p;
+  } else if (const std::string v = std::string(SUPERPOINT_RT_SOURCE_DIR) + "/bench/.venv/bin/python";
+             *SUPERPOINT_RT_SOURCE_DIR && ::access(v.c_str(), X_OK) == 0) {
+    peer_python = v;
+  }
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (a == "--threads") {
+      threads.clear();
+      for (const auto& t : split_list(args.value(a))) {
+        const int n = std::atoi(t.c_str());
+        if (n < 1 || n > 1024 || std::to_string(n) != t) throw UsageError("--threads: '" + t + "' is not 1..1024");
+        threads.push_back(n);
+      }
+      if (threads.empty()) throw UsageError("--threads: give at least one thread count, e.g. 1,2");
+    } else if (a == "--precisions") {
+      precisions = split_list(args.value(a));
+    } else if (a == "--peers") {
+      peers = split_list(args.value(a));
+      for (const auto& p : peers)
+        if (p != "ort" && p != "torch") throw UsageError("--peers: '" + p + "' is not ort or torch");
+    } else if (a == "--rounds") {
+      rounds = args.int_value(a, 1, 1000, "1..1000");
+    } else if (a == "--iters") {
+      iters = args.int_value(a, 1, 1000, "1..1000");
+    } else if (a == "--warmup") {
+      warmup = args.int_value(a, 0, 1000, "0..1000");
+    } else if (a == "--pause-ms") {
+      pause_ms = args.int_value(a, 0, 60000, "0..60000");
+    } else if (a == "--jpeg") {
+      jpeg = args.value(a);
+    } else if (a == "--png") {
+      png = args.value(a);
+    } else if (a == "--json") {
+      json_path = args.value(a);
+    } else if (a == "--peer-python") {
+      peer_python = args.value(a);
+    } else if (a == "--peer-script") {
+      peer_script = args.value(a);
+    } else if (a == "--threads" || a == "--precision" || a == "--calibration" || a == "--device" ||
+               !parse_model_flag(args, a, options)) {
+      throw UsageError("bench: unknown option " + a + " (see superpoint-rt bench --help)");
+    }
+  }
+  for (const auto& [path, flag] : {std::pair{jpeg, "--jpeg"}, std::pair{png, "--png"}})
+    if (!fs::is_regular_file(path)) throw UsageError(std::string(flag) + ": " + path + " is not a file");
+
+  // The workers load a local directory: resolve (and download) the model once here.
+  model::HubRequest req;
+  req.repo_id = options.model;
+  req.revision = options.revision;
+  req.cache_dir = options.cache_dir;
+  req.local_files_only = options.local_files_only;
+  const std::string weights_dir = model::resolve_model(options.model, req).dir;
+
+  // Inputs shared by every worker: the 8-bit plane (and, for the peers, the same plane as v / 255.0f floats).
+  const fs::path tmp = fs::temp_directory_path() / ("superpoint-rt-bench-" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{tmp};
+  const std::vector<std::uint8_t> plane = plane_of(jpeg);
+  const std::string plane_u8 = (tmp / "plane_u8.raw").string(), plane_f32 = (tmp / "plane_f32.raw").string();
+  {
+    std::ofstream(plane_u8, std::ios::binary)
+        .write(reinterpret_cast<const char*>(plane.data()), static_cast<std::streamsize>(plane.size()));
+    std::vector<float> f(plane.size());
+    for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(plane[i]) / 255.0f;
+    std::ofstream(plane_f32, std::ios::binary)
+        .write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(float)));
+  }
+  const ImageInfo jinfo = probe_image(read_file(jpeg), jpeg), pinfo = probe_image(read_file(png), png);
+  const std::string jpeg_label = "JPEG " + std::to_string(jinfo.width) + "x" + std::to_string(jinfo.height);
+  const std::string png_label = "PNG " + std::to_string(pinfo.width) + "x" + std::to_string(pinfo.height);
+
+  // Start every process (setup happens in parallel with the others' setup, before any timing).
+  std::vector<std::string> notes;
+  std::vector<Row> rows;
+  const std::string exe = self_exe();
+  std::cerr << "superpoint-rt bench: setting up " << precisions.size() << " precision(s) x " << threads.size()
+            << " thread count(s)" << (peer_python.empty() ? "" : " and the peers") << " ...\n";
+  for (const int t : threads) {
+    if (!peer_python.empty()) {
+      for (const auto& peer : peers) {
+        Row r;
+        r.label = peer == "ort" ? "ONNX Runtime fp32" : "PyTorch fp32";
+        r.threads = t;
+        r.forward = std::make_unique<Child>(std::vector<std::string>{
+            peer_python, peer_script, "--peer", peer, "--threads", std::to_string(t), "--weights", weights_dir,
+            "--plane", plane_f32, "--warmup", std::to_string(warmup)});
+        rows.push_back(std::move(r));
+      }
+    }
+    for (const auto& p : precisions) {
+      Row r;
+      r.label = "ours " + p;
+      r.ours = true;
+      r.threads = t;
+      const std::vector<std::string> common{"--weights-dir", weights_dir,       "--precision", p,
+                                            "--threads",     std::to_string(t), "--warmup",    std::to_string(warmup),
+                                            "--plane",       plane_u8};
+      std::vector<std::string> fwd{exe, "bench", "--worker", "forward"}, rq{exe, "bench", "--worker", "request"};
+      fwd.insert(fwd.end(), common.begin(), common.end());
+      rq.insert(rq.end(), common.begin(), common.end());
+      rq.insert(rq.end(), {"--jpeg", jpeg, "--png", png});
+      r.forward = std::make_unique<Child>(fwd);
+      r.request = std::make_unique<Child>(rq);
+      rows.push_back(std::move(r));
+    }
+  }
+  if (peer_python.empty())
+    notes.push_back(
+        "no peer Python (bash bench/setup-peers.sh, or --peer-python): ONNX Runtime and PyTorch not measured");
+  // Wait for every process to be ready; a peer that cannot run here (e.g. torch not installed) drops its row.
+  for (auto it = rows.begin(); it != rows.end();) {
+    bool ok = true;
+    for (Child* c : {it->forward.get(), it->request.get()}) {
+      if (!c) continue;
+      const json r = c->read();
+      if (r.is_null() || !r.value("ready", false)) {
+        ok = false;
+        const std::string why = r.is_null() ? "the process ended (message above)" : r.value("why", r.dump());
+        if (it->ours) throw Error(ErrorKind::Internal, "bench: " + it->label + " could not start: " + why);
+        notes.push_back(it->label + " at " + std::to_string(it->threads) + " thread(s) not measured: " + why);
+      }
+    }
+    it = ok ? std::next(it) : rows.erase(it);
+  }
+
+  // Interleaved rounds.
+  const std::vector<std::string> request_kinds{"plane", "jpeg", "png"};
+  for (int round = 0; round < rounds; ++round) {
+    for (const int t : threads) {
+      std::vector<Row*> order;
+      for (auto& r : rows)
+        if (r.threads == t) order.push_back(&r);
+      if (round % 2 == 1) std::reverse(order.begin(), order.end());
+      for (Row* r : order) {
+        auto take = [&](Child& c, const std::string& kind, double& rss) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));  // lets spinning pool threads sleep
+          const json j = c.ask(kind, iters);
+          Series& s = r->series[kind];
+          for (double v : j.at("ms")) s.ms.push_back(v);
+          if (j.contains("nonnet_ms"))
+            for (double v : j.at("nonnet_ms")) s.nonnet_ms.push_back(v);
+          s.cpu_ms += j.value("cpu_ms", 0.0);
+          rss = std::max(rss, j.value("peak_rss_mb", 0.0));
+          if (j.contains("plan")) r->plan = j.at("plan").get<std::string>();
+        };
+        take(*r->forward, "forward", r->rss_forward);
+        if (r->request)
+          for (const auto& k : request_kinds) take(*r->request, k, r->rss_request);
+      }
+    }
+    std::cerr << "round " << round + 1 << "/" << rounds << " done\n";
+  }
+
+  // The table.
+  std::ostringstream out;
+  out << "superpoint-rt " << version() << " bench, " << cpu_model() << ", " << std::thread::hardware_concurrency()
+      << " logical CPUs, " << now_string() << "\n"
+      << rounds << " interleaved rounds x " << iters << " iterations per cell; ms of wall clock (p50 = median);\n"
+      << "x ORT = forward p50 / ONNX Runtime forward p50 at the same thread count; x fwd = JPEG request p50 / this "
+         "row's forward p50;\nRSS = peak resident MB of the forward / request process; plane = the JPEG's 480x640 "
+         "network plane\n\n";
+  char hdr[512];
+  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %-22s | %-15s | %-22s | %-15s | %-13s", "", "", "forward 480x640",
+                "plane 480x640", jpeg_label.c_str(), png_label.c_str(), "peak RSS MB");
+  out << hdr << "\n";
+  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %7s %7s %6s | %7s %7s | %7s %7s %6s | %7s %7s | %6s %6s", "threads",
+                "row", "p50", "p90", "x ORT", "p50", "p90", "p50", "p90", "x fwd", "p50", "p90", "fwd", "req");
+  out << hdr << "\n" << std::string(std::strlen(hdr), '-') << "\n";
+  json rows_json = json::array();
+  for (const int t : threads) {
+    double ort = std::nan("");
+    for (const auto& r : rows)
+      if (r.threads == t && r.label.rfind("ONNX", 0) == 0) ort = percentile(r.series.at("forward").ms, 50);
+    for (const auto& r : rows) {
+      if (r.threads != t) continue;
+      auto p = [&](const std::string& kind, double q) {
+        const auto it = r.series.find(kind);
+        return it == r.series.end() ? std::nan("") : percentile(it->second.ms, q);
+      };
+      const double fwd = p("forward", 50);
+      char line[512];
+      std::snprintf(line, sizeof line, "%7d %-18s | %s %s %s | %s %s | %s %s %s | %s %s | %s %s", t, r.label.c_str(),
+                    fmt(fwd, 7).c_str(), fmt(p("forward", 90), 7).c_str(), fmt(fwd / ort, 6, 3).c_str(),
+                    fmt(p("plane", 50), 7).c_str(), fmt(p("plane", 90), 7).c_str(), fmt(p("jpeg", 50), 7).c_str(),
+                    fmt(p("jpeg", 90), 7).c_str(), fmt(p("jpeg", 50) / fwd, 6, 3).c_str(), fmt(p("png", 50), 7).c_str(),
+                    fmt(p("png", 90), 7).c_str(), fmt(r.rss_forward, 6, 0).c_str(),
+                    fmt(r.request ? r.rss_request : std::nan(""), 6, 0).c_str());
+      out << line << "\n";
+      json rj{{"row", r.label}, {"threads", t}, {"peak_rss_mb_forward", r.rss_forward}, {"plan", r.plan}};
+      if (r.request) rj["peak_rss_mb_request"] = r.rss_request;
+      for (const auto& [kind, s] : r.series) {
+        rj[kind] = {{"ms", s.ms}, {"p50", percentile(s.ms, 50)}, {"p90", percentile(s.ms, 90)}, {"cpu_ms", s.cpu_ms}};
+        if (!s.nonnet_ms.empty()) {
+          rj[kind]["nonnet_ms"] = s.nonnet_ms;
+          rj[kind]["nonnet_p50"] = percentile(s.nonnet_ms, 50);
+        }
+      }
+      if (!std::isnan(ort)) rj["forward_vs_ort"] = fwd / ort;
+      rows_json.push_back(rj);
+    }
+  }
+  out << "\nnon-network part of the requests (decode + preprocess + postprocess), p50 ms:\n";
+  for (const auto& r : rows) {
+    if (!r.request) continue;
+    out << "  " << r.threads << " thread(s) " << r.label << ":";
+    for (const auto& k : request_kinds) out << " " << k << " " << fmt(percentile(r.series.at(k).nonnet_ms, 50), 0, 2);
+    out << "\n";
+  }
+  for (const auto& n : notes) out << "note: " << n << "\n";
+  std::cout << out.str() << std::flush;
+  if (!json_path.empty()) {
+    const json j{{"date", now_string()}, {"cpu", cpu_model()}, {"cpu_features", util::cpu_features_string()},
+                 {"rounds", rounds},     {"iters", iters},     {"warmup", warmup},
+                 {"jpeg", jpeg},         {"png", png},         {"weights_dir", weights_dir},
+                 {"rows", rows_json},    {"notes", notes},     {"table", out.str()}};
+    std::ofstream f(json_path);
+    f << j.dump(1) << "\n";
+    if (!f.flush()) throw Error(ErrorKind::Io, "bench: cannot write " + json_path);
+    std::cerr << "wrote " << json_path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+  ArgReader args(argc, argv, 2);
+  if (!args.done()) {
+    const std::string first = args.next();
+    if (first == "-h" || first == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (first == "--worker") return worker_main(args, args.value(first));
+    ArgReader all(argc, argv, 2);
+    return driver_main(all);
+  }
+  return driver_main(args);
+}
+
+}  // namespace superpoint_rt::cli

@@ -16,7 +16,11 @@ once per mode (fp32 first), then compares each mode with fp32:
     (cv2.findHomography, RANSAC, 3 px); OpenCV's RNG is seeded so reruns agree.
 
     bench/.venv/bin/python bench/fidelity_precision.py [--cli build/src/cli/superpoint-rt] [--modes bf16,int8]
-        [--shared ../shared] [--out bench/out/fidelity] [--threads N] [--reuse]
+        [--shared ../shared] [--out bench/out/fidelity] [--threads N] [--reuse] [--calibration IMAGE|FOLDER]...
+
+--calibration passes int8 calibration images to the CLI (default: the built-in synthetic set). Images of the
+calibration set are then left out of the Jaccard and cosine summary (reported as "held-out"), so that the numbers
+are not measured on the images the ranges came from.
 
 Needs numpy and opencv-python-headless (bash bench/setup-peers.sh installs both into bench/.venv).
 Writes OUT/<mode>/<image>.npz and OUT/fidelity.json; prints a table.
@@ -54,7 +58,7 @@ def pairs(shared):
     return {g: v for g, v in sorted(groups.items()) if len(v) == 2}
 
 
-def extract(cli, shared, mode, images, out_dir, threads, reuse):
+def extract(cli, shared, mode, images, out_dir, threads, reuse, calibration):
     todo = [i for i in images if not (reuse and os.path.exists(os.path.join(out_dir, i + ".npz")))]
     if not todo:
         return 0.0
@@ -63,6 +67,9 @@ def extract(cli, shared, mode, images, out_dir, threads, reuse):
            "--precision", mode, "--weights", os.path.join(shared, "weights", "superpoint"), "--quiet"]
     if threads:
         cmd += ["--threads", str(threads)]
+    if mode == "int8":
+        for c in calibration:
+            cmd += ["--calibration", c]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -131,21 +138,25 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--reuse", action="store_true", help="keep features already in OUT/<mode>/")
     ap.add_argument("--strong", type=float, default=0.05, help="score of a strong keypoint")
+    ap.add_argument("--calibration", action="append", default=[], help="int8 calibration image or folder")
     a = ap.parse_args()
     if not os.access(a.cli, os.X_OK):
         sys.exit(f"fidelity_precision: no CLI at {a.cli} (build the superpoint-rt target, or pass --cli)")
 
-    golden = golden_images(a.shared)
+    calib_names = set()
+    for c in a.calibration:
+        calib_names |= set(os.listdir(c)) if os.path.isdir(c) else {os.path.basename(c)}
+    golden = [g for g in golden_images(a.shared) if g not in calib_names]
     prs = pairs(a.shared)
     images = sorted(set(golden) | {i for v in prs.values() for i in v})
     modes = ["fp32"] + [m for m in a.modes.split(",") if m and m != "fp32"]
     feats, wall = {}, {}
     for m in modes:
         d = os.path.join(a.out, m)
-        wall[m] = extract(a.cli, a.shared, m, images, d, a.threads, a.reuse)
+        wall[m] = extract(a.cli, a.shared, m, images, d, a.threads, a.reuse, a.calibration)
         feats[m] = {i: load(d, i) for i in images}
 
-    report = {"images": golden, "pairs": prs, "modes": {}}
+    report = {"images": golden, "pairs": prs, "calibration": sorted(calib_names), "modes": {}}
     ref = feats["fp32"]
     geo_ref = {g: geometry(ref[v[0]], ref[v[1]]) for g, v in prs.items()}
     for m in modes[1:]:
@@ -175,7 +186,8 @@ def main():
                    "extract_wall_s": wall[m], "extract_wall_s_fp32": wall["fp32"]}
         report["modes"][m] = {"summary": summary, "images": per_image, "pairs": per_pair}
 
-        print(f"\n== {m} vs fp32: {len(golden)} golden images, {len(prs)} pairs ==")
+        held = f" (held-out: {len(calib_names)} calibration images left out)" if calib_names and m == "int8" else ""
+        print(f"\n== {m} vs fp32: {len(golden)} golden images{held}, {len(prs)} pairs ==")
         print(f"keypoint Jaccard mean {summary['jaccard_mean']:.4f} min {summary['jaccard_min']:.4f}; descriptor "
               f"cosine of common keypoints mean {summary['cos_mean']:.5f} p1 {summary['cos_p01']:.4f} "
               f"min {summary['cos_min']:.4f}")

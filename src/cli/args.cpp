@@ -72,7 +72,9 @@ bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
     // A file, or a folder walked like extract's inputs (the image extensions, in name order).
     batch::ListSpec spec;
     spec.inputs = {args.value(flag)};
-    for (const auto& e : batch::list_images(spec)) o.calibration.push_back(ImageInput::file(e.path));
+    const auto images = batch::list_images(spec);
+    if (images.empty()) throw UsageError(flag + ": no images in " + spec.inputs[0]);
+    for (const auto& e : images) o.calibration.push_back(ImageInput::file(e.path));
   } else if (flag == "--device")
     o.device = args.value(flag);
   else if (flag == "--max-pixels") {

@@ -151,6 +151,10 @@ TEST(Cli, Int8CalibrationFolder) {
   EXPECT_NE(log.find("int8 calibration: 2 image(s)"), std::string::npos) << log;
   EXPECT_NE(sprt_test::run_command(cli() + "info" + calib + weights(), &log), 0) << log;
   EXPECT_NE(log.find("only precision \"int8\" uses them"), std::string::npos) << log;
+  sprt_test::TempDir empty;
+  EXPECT_EQ(sprt_test::run_command(cli() + "info --precision int8 --calibration " + empty.path() + weights(), &log), 2)
+      << log;
+  EXPECT_NE(log.find("no images in"), std::string::npos) << log;
 }
 
 TEST(Cli, BenchPrintsOneTableAndJson) {

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 #include <vector>
 
+#include "backend/onednn/conv1a_u8.hpp"
 #include "image/synthetic.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "util/cpu.hpp"
@@ -107,6 +109,7 @@ struct Step {
   std::vector<memory> keep;           // the memories `args` points to
   const char* label = nullptr;        // conv layer whose f32 output int8 calibration records (else nullptr)
   memory out;                         // that output
+  std::function<void()> fn = {};      // run instead of `prim` when set (our own kernels)
 };
 
 // Per-layer maximum of the fp32 activations (after bias + ReLU), keyed by layer label ("conv1a" ... "conv4b",
@@ -135,6 +138,8 @@ class OneDnnExecutor final : public Executor {
   memory add_conv(std::vector<Step>& seq, const model::Conv& c, memory src, int hh, int ww, bool relu, int dst_arena,
                   const memory* dst_external, const char* label);
   memory add_pool(std::vector<Step>& seq, memory src, int dst_arena, const char* label);
+  // int8: conv1a (+bias, +relu) quantised to u8 NHWC as it is written (conv1a_u8.hpp); returns its dst.
+  memory add_conv1a_u8(std::vector<Step>& seq, const model::Conv& c, int dst_arena);
   void execute(std::vector<Step>& seq);
   // int8: the scale that maps this activation to u8 (q = round(v * scale)); 0 when unknown (not int8).
   float scale_of(const memory& m) const {
@@ -161,7 +166,11 @@ class OneDnnExecutor final : public Executor {
   tag block_tag_ = tag::nChw8c;
   const LayerMax* act_max_ = nullptr;
   LayerMax* record_ = nullptr;
-  std::map<dnnl_memory_t, float> scale_;  // int8 activation scales by memory (see scale_of)
+  std::map<dnnl_memory_t, float> scale_;            // int8 activation scales by memory (see scale_of)
+  std::vector<float> conv1a_weight_, conv1a_bias_;  // int8 conv1a_u8 (copies: the executor may outlive the Weights)
+  detail::Conv1aU8 conv1a_;
+  detail::Conv1aU8Row conv1a_row_ = nullptr;
+  AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
 };
 
 OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, Precision precision,
@@ -201,7 +210,10 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     int hh = h_, ww = w_, a = 0;
     const char* names[8] = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
     for (int i = 0; i < 8; ++i) {
-      x = add_conv(trunk_, wt.encoder[static_cast<std::size_t>(i)], x, hh, ww, true, a, nullptr, names[i]);
+      if (i == 0 && precision_ == Precision::Int8)
+        x = add_conv1a_u8(trunk_, wt.encoder[0], a);
+      else
+        x = add_conv(trunk_, wt.encoder[static_cast<std::size_t>(i)], x, hh, ww, true, a, nullptr, names[i]);
       a ^= 1;
       if (i == 1 || i == 3 || i == 5) {  // MaxPool2d(2, 2) after blocks 1-3 (floors odd sizes, as PyTorch)
         static const char* pools[3] = {"pool1", "pool2", "pool3"};
@@ -408,6 +420,37 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   return dst;
 }
 
+memory OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, const model::Conv& c, int dst_arena) {
+  conv1a_weight_ = c.weight;
+  conv1a_bias_ = c.bias;
+  const float m = act_max_->at("conv1a");
+  conv1a_ = {conv1a_weight_.data(), conv1a_bias_.data(), c.out_channels, m > 0 ? 255.f / m : 1.f};
+  const bool avx512 = util::best_isa() == util::Isa::Avx512 && c.out_channels % 16 == 0;
+  conv1a_row_ = avx512 ? detail::conv1a_u8_row_avx512 : detail::conv1a_u8_row_reference;
+  conv1a_scratch_ =
+      AlignedBuffer(sizeof(float) * detail::conv1a_u8_scratch_floats(w_) * static_cast<std::size_t>(threads_));
+  // Channels-last u8: what oneDNN's int8 brgconv kernels read (conv1b takes it without a reorder).
+  memory dst = activation(memory::desc({1, c.out_channels, h_, w_}, dt::u8, tag::nhwc), dst_arena);
+  scale_[dst.get()] = conv1a_.scale;
+  Step s;
+  s.keep = {dst};
+  s.fn = [this, dst] {
+    auto* out = static_cast<std::uint8_t*>(dst.get_data_handle());
+    auto* scratch = static_cast<float*>(conv1a_scratch_.p);
+    const std::size_t per_thread = detail::conv1a_u8_scratch_floats(w_);
+    // Rows split evenly over the threads; every row depends on the input only (same bytes for any split).
+#pragma omp parallel num_threads(threads_)
+    {
+      const int t = omp_get_thread_num(), n = omp_get_num_threads();
+      detail::conv1a_u8_rows(conv1a_, conv1a_row_, input_.p, h_, w_, h_ * t / n, h_ * (t + 1) / n, out,
+                             scratch + static_cast<std::size_t>(t) * per_thread);
+    }
+  };
+  seq.push_back(std::move(s));
+  description_ += std::string("conv1a:direct_u8(") + (avx512 ? "avx512" : "reference") + ") ";
+  return dst;
+}
+
 memory OneDnnExecutor::add_pool(std::vector<Step>& seq, memory src, int dst_arena, const char* label) {
   const auto sd = src.get_desc();
   const auto dims = sd.dims();
@@ -433,6 +476,10 @@ memory OneDnnExecutor::add_pool(std::vector<Step>& seq, memory src, int dst_aren
 
 void OneDnnExecutor::execute(std::vector<Step>& seq) {
   for (auto& s : seq) {
+    if (s.fn) {
+      s.fn();
+      continue;
+    }
     const dnnl_status_t st =
         dnnl_primitive_execute(s.prim.get(), stream_.get(), static_cast<int>(s.args.size()), s.args.data());
     if (st != dnnl_success) {

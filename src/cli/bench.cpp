@@ -101,7 +101,6 @@ std::vector<std::uint8_t> read_bytes(const std::string& path, std::size_t expect
 // ------------------------------------------------------------------------------------------------ worker side
 
 struct WorkerArgs {
-  std::string mode;  // forward | request
   std::string weights_dir, precision = "fp32";
   std::string plane_u8;  // 640x480 bytes
   std::string jpeg, png;
@@ -205,7 +204,6 @@ class RequestWorker final : public Measurement {
 
 int worker_main(ArgReader& args, const std::string& mode) {
   WorkerArgs a;
-  a.mode = mode;
   while (!args.done()) {
     const std::string f = args.next();
     if (f == "--weights-dir")

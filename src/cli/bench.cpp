@@ -62,7 +62,8 @@ constexpr int kNetW = 640, kNetH = 480;
 constexpr const char* kUsage =
     "usage: superpoint-rt bench [--threads 1,2] [--precisions fp32,bf16,int8] [--rounds 5] [--iters 4]\n"
     "         [--warmup 3] [--pause-ms 200] [--jpeg FILE] [--png FILE] [--peer-python PYTHON] [--peers ort,torch]\n"
-    "         [--json FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR] [--local-files-only]\n"
+    "         [--json FILE] [--peer-script FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR]\n"
+    "         [--local-files-only]\n"
     "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32 and PyTorch fp32 (when the peer Python has\n"
     "them), for each thread count; columns the network forward on a 480x640 plane and the full request on that plane,\n"
     "a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward, and each process's peak RSS.\n"
@@ -71,6 +72,7 @@ constexpr const char* kUsage =
     "  --peer-python P    a Python with onnxruntime (and torch) for the peers (default $SUPERPOINT_RT_BENCH_PYTHON,\n"
     "                     else bench/.venv/bin/python of the source tree; bash bench/setup-peers.sh makes it);\n"
     "                     without one the table has our rows only\n"
+    "  --peer-script F    the peers' worker (default bench/peer_worker.py of the source tree)\n"
     "  --json FILE        also write every iteration's time and the table as JSON\n";
 
 double ms_since(Clock::time_point t0) {
@@ -442,8 +444,9 @@ int driver_main(ArgReader& args) {
       peer_python = args.value(a);
     } else if (a == "--peer-script") {
       peer_script = args.value(a);
-    } else if (a == "--threads" || a == "--precision" || a == "--calibration" || a == "--device" ||
-               !parse_model_flag(args, a, options)) {
+    } else if (a == "--weights" || a == "--revision" || a == "--cache-dir" || a == "--local-files-only") {
+      parse_model_flag(args, a, options);  // where the model comes from; the rest is per row
+    } else {
       throw UsageError("bench: unknown option " + a + " (see superpoint-rt bench --help)");
     }
   }

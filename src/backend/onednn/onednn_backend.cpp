@@ -261,10 +261,11 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   const memory::dim pad = c.kernel / 2;
   // bf16: activations and weights in bfloat16, accumulation in f32 inside oneDNN's kernels, bias f32; the outputs
   // of the last 1x1s are written as f32. int8: u8 activations, s8 weights, s32 accumulation, see below.
-  // conv1a (one input channel) stays f32 in both: its input is the exact plane, and rounding it (bf16 keeps 8
-  // bits of v / 255) or its 9-tap weights cost the most fidelity per millisecond saved (bf16 keypoint Jaccard vs
-  // fp32 on the golden images: 0.917 all-bf16, 0.946 with conv1a f32; conv1a is 3% of the f32 forward). Its f32
-  // output is converted by the input reorder of conv1b.
+  // conv1a (one input channel) computes in f32 in both: its input is the exact plane, and rounding it (bf16 keeps
+  // 8 bits of v / 255) or its 9-tap weights cost the most fidelity per millisecond saved (bf16 keypoint Jaccard vs
+  // fp32 on the golden images: 0.917 all-bf16, 0.946 with conv1a f32; conv1a is 3% of the f32 forward). In bf16 its
+  // f32 output is converted by the input reorder of conv1b; int8 does not come here for conv1a (add_conv1a_u8
+  // rounds its f32 sums straight to u8).
   const bool int8 = precision_ == Precision::Int8 && c.in_channels > 1;
   const dt ldt = c.in_channels == 1 ? dt::f32 : int8 ? dt::u8 : act_dt_;
   const memory::desc src_any({1, c.in_channels, hh, ww}, ldt, tag::any);

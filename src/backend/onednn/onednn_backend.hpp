@@ -45,9 +45,10 @@ namespace superpoint_rt::backend::onednn {
 ///   Int8: u8 activations, s8 weights (per-output-channel scales 127 / max|w[o]|), s32 accumulation, f32 bias
 ///         folded into the accumulator domain; activation scales 255 / (per-layer max of the fp32 activations over
 ///         the calibration planes: BackendOptions::calibration, default three image::synthetic_image frames,
-///         run when the backend is created, about 1.4 s at 2 threads). f32 logits / descriptors. Needs AVX-512
-///         (VNNI to be fast): 0.40x the fp32 forward on the development Xeon, but keypoints move (Jaccard ~0.70
-///         vs fp32 on the golden images).
+///         run when the backend is created, about 1.4 s at 2 threads). conv1a sums in f32 and writes u8 itself
+///         (conv1a_u8.hpp). f32 logits / descriptors. Needs AVX-512 (VNNI to be fast): 0.36-0.39x the fp32
+///         forward on the development Xeon (docs/BENCHMARKS.md), but keypoints move (Jaccard ~0.70 vs fp32 on the
+///         golden images).
 enum class Precision { Fp32, Bf16, Int8 };
 const char* to_string(Precision p) noexcept;
 /// "fp32" | "bf16" | "int8". Throws InvalidArgument for any other name (naming it), for "bf16" when

@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# Installs every system package superpoint-rt needs to build, test and run, on Debian 12 as root (or with sudo).
-# Idempotent: packages already present are left alone. Python packages are installed into venvs by the scripts that
-# need them (scripts/test.sh, bench/setup-peers.sh), never system-wide.
+# Installs every system package superpoint-rt needs to build and run (and with --test, to test), on Debian 12 as root
+# (or with sudo). Idempotent: packages already present are left alone.
+#   bash scripts/install-deps.sh           build + run (the README's first command)
+#   bash scripts/install-deps.sh --test    also what the test command needs
+# Python packages are installed into venvs by the scripts that need them (scripts/test.sh, bench/setup-peers.sh),
+# never system-wide.
 set -euo pipefail
 
 pkgs=(
-  build-essential cmake ninja-build pkg-config clang-format
-  libdnnl-dev                                  # oneDNN: the convolutions
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev ocl-icd-opencl-dev               # oneDNN: the convolutions (its CMake config needs OpenCL, which
+                                               # libdnnl-dev only recommends and --no-install-recommends drops)
   libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libtiff-dev zlib1g-dev   # image decoders
   libcurl4-openssl-dev nlohmann-json3-dev      # hub downloads, JSON
   libcpp-httplib-dev                           # HTTP server
   libhdf5-dev                                  # hloc feature files
-  libgtest-dev pybind11-dev wrk               # C++ tests, Python extension, HTTP load runs
-  python3 python3-dev python3-venv python3-numpy python3-pil   # test helpers (Pillow / numpy comparisons)
+  pybind11-dev python3 python3-dev python3-venv python3-numpy python3-pil   # Python extension; test helpers
 )
+if [ "${1:-}" = "--test" ]; then
+  pkgs+=(
+    git clang-format                           # the test command lists tracked files and checks their format
+    libgtest-dev wrk                           # C++ tests, HTTP load runs
+    clang libclang-rt-14-dev                   # libFuzzer harnesses (scripts/fuzz.sh)
+    mmdebstrap                                 # the fresh Debian root (scripts/check-fresh-root.sh)
+  )
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,87 @@
+# shellcheck shell=bash
+# A fresh, minimal Debian 12 root (mmdebstrap --variant=apt), for proving that install steps are complete: what
+# works there works on a new machine, whatever this machine has accumulated. Sourced by check-fresh-root.sh and
+# check-deb.sh; needs root (chroot, mounts) and the mmdebstrap package (scripts/install-deps.sh installs it).
+#
+#   fresh_root_create DIR [--no-repo]  bootstrap DIR, give it this machine's package sources, certificate store,
+#                                      pip configuration and DNS, mount /proc, /dev and ../shared (read-only) at
+#                                      DIR/work/shared, and clone this checkout to DIR/work/main (unless --no-repo)
+#   fresh_root_run DIR CMD...          run CMD under bash in DIR/work/main with a clean environment: nothing that
+#                                      points into this machine (SUPERPOINT_RT_WEIGHTS, HF_*, PYTHONPATH, ...) leaks in
+#   fresh_root_destroy DIR             unmount and remove DIR (safe to call twice; check-*.sh call it from a trap)
+#
+# Why each host file is copied: a fresh machine of this kind has the same pip.conf and local CA (package registries
+# are reached through a proxy whose CA is local). Without /usr/local/share/ca-certificates the root's own
+# update-ca-certificates (run when ca-certificates is installed) rebuilds the store without the local CA and pip
+# fails with a certificate error.
+
+_fr_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+fresh_root_create() {
+  local dir="$1" with_repo=1
+  [ "${2:-}" = "--no-repo" ] && with_repo=0
+  local shared="${SUPERPOINT_RT_SHARED:-$_fr_repo/../shared}"
+  [ -d "$shared" ] || { echo "fresh-root: test data folder $shared not found (set SUPERPOINT_RT_SHARED)" >&2; return 1; }
+  command -v mmdebstrap >/dev/null || { echo "fresh-root: mmdebstrap is not installed" >&2; return 1; }
+  [ "$(id -u)" -eq 0 ] || { echo "fresh-root: needs root (chroot and bind mounts)" >&2; return 1; }
+
+  # The host's package sources (deb822 or one-line format), so the root sees the same mirror/snapshot.
+  local sources=()
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list; do
+    [ -s "$f" ] && sources+=("$f")
+  done
+  [ ${#sources[@]} -gt 0 ] || { echo "fresh-root: no apt sources on this machine" >&2; return 1; }
+  echo "fresh-root: mmdebstrap --variant=apt bookworm $dir (${sources[*]})"
+  mmdebstrap --quiet --variant=apt bookworm "$dir" "${sources[@]}"
+
+  [ -f /etc/pip.conf ] && cp /etc/pip.conf "$dir/etc/pip.conf"
+  if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    mkdir -p "$dir/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/"
+  fi
+  if [ -d /usr/local/share/ca-certificates ]; then
+    mkdir -p "$dir/usr/local/share/ca-certificates"
+    cp -r /usr/local/share/ca-certificates/. "$dir/usr/local/share/ca-certificates/"
+  fi
+  cp -L /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+  [ -f /etc/hosts ] && cp /etc/hosts "$dir/etc/hosts"
+
+  mount -t proc proc "$dir/proc"
+  mount --rbind /dev "$dir/dev"
+  mount --make-rslave "$dir/dev"
+  mkdir -p "$dir/work/shared" "$dir/tmp"
+  chmod 1777 "$dir/tmp"
+  mount --bind "$shared" "$dir/work/shared"
+  mount -o remount,bind,ro "$dir/work/shared"   # as in CI: the test data is read-only
+
+  if [ "$with_repo" = 1 ]; then
+    # A clone, as CI makes one: only what is committed travels. Say so when the working tree has more.
+    git clone -q --no-hardlinks "$_fr_repo" "$dir/work/main"
+    if [ -n "$(git -C "$_fr_repo" status --porcelain --untracked-files=normal)" ]; then
+      echo "fresh-root: note: the working tree has uncommitted changes; the root tests the last commit" >&2
+    fi
+  fi
+}
+
+fresh_root_run() {
+  local dir="$1"
+  shift
+  # env -i: a clean environment, as a new login would have; CI=true and JOBS pass through deliberately.
+  chroot "$dir" /usr/bin/env -i HOME=/root USER=root LANG=C.UTF-8 TERM=dumb CI="${CI:-}" JOBS="${JOBS:-}" \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    /bin/bash -c 'cd /work/main 2>/dev/null || cd /; '"$*"
+}
+
+fresh_root_destroy() {
+  local dir="$1"
+  [ -n "$dir" ] && [ -d "$dir" ] || return 0
+  local m
+  # Deepest mount points first; -l (lazy) so a process that still holds a file cannot keep the root alive.
+  for m in $(awk -v d="$dir" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+  if awk -v d="$dir" 'index($2, d) == 1 {found=1} END {exit !found}' /proc/self/mounts; then
+    echo "fresh-root: $dir still has mounts; not removing it" >&2
+    return 1
+  fi
+  rm -rf --one-file-system "$dir"
+}

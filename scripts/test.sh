@@ -1,38 +1,69 @@
 #!/usr/bin/env bash
-# Sets up and runs every test: formatting, the Release build (warnings as errors) with all gtest and pytest suites
-# through ctest, `pip install .` in a fresh venv, then the tests built with AddressSanitizer + UndefinedBehaviorSanitizer.
-#   bash scripts/test.sh            everything (what CI runs)
-#   SKIP_SANITIZERS=1 bash scripts/test.sh   the Release pass only
+# Sets up and runs every test: formatting; on a fresh Debian 12 root, the README's first command and then the Release
+# build (warnings as errors) with all gtest and pytest suites through ctest and `pip install .` in a fresh venv; the
+# libFuzzer harnesses for a bounded time; the tests built with AddressSanitizer + UndefinedBehaviorSanitizer.
+#   bash scripts/test.sh                     everything (what CI runs)
+#   SKIP_FRESH_ROOT=1 bash scripts/test.sh   the Release pass on this machine, in build/ (incremental, quicker)
+#   SKIP_SANITIZERS=1 / SKIP_FUZZ=1          leave those stages out (the closing line names what was skipped)
 # Test data: ../shared (or $SUPERPOINT_RT_SHARED); outputs go to temporary folders.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export SUPERPOINT_RT_SHARED="${SUPERPOINT_RT_SHARED:-$root/../shared}"
-bash scripts/install-deps.sh
+start=$(date +%s)
+stage() { echo "== $1 ($(( $(date +%s) - start )) s)"; }
+skipped=()
+
+bash scripts/install-deps.sh --test
 bash scripts/setup-venv.sh
 
-echo "== clang-format"
-files=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh' 2>/dev/null || true)
-if [ -n "$files" ]; then
-  # shellcheck disable=SC2086
-  clang-format --dry-run -Werror $files
+stage "clang-format"
+mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
+[ ${#files[@]} -gt 0 ] || { echo "test.sh: git lists no C++ files: not a checkout?" >&2; exit 1; }
+clang-format --dry-run -Werror "${files[@]}"
+echo "${#files[@]} files formatted"
+
+if [ "${SKIP_FRESH_ROOT:-0}" != "1" ]; then
+  # The Release pass runs on a fresh Debian 12 root (mmdebstrap), after the README's first command, exactly as a
+  # newcomer types them: that proves install-deps.sh on a new machine, and that the test command still runs every
+  # test in a build folder that run.sh configured first. The root's test.sh is this script with SKIP_FRESH_ROOT=1.
+  stage "fresh Debian 12 root: bash scripts/run.sh, then bash scripts/test.sh (Release pass)"
+  FRESH_ROOT_TESTS=1 bash scripts/check-fresh-root.sh
+else
+  # Every option the tests need is set here, explicitly: a build folder configured earlier by run.sh (tests off)
+  # keeps its cache, and ctest would then find no test at all. --no-tests=error makes that a failure, not a pass.
+  stage "Release build + tests"
+  bash scripts/build.sh "$root/build" -DSUPERPOINT_RT_TESTS=ON -DSUPERPOINT_RT_CLI=ON -DSUPERPOINT_RT_BENCH=ON \
+    -DSUPERPOINT_RT_PYTHON=ON -DSUPERPOINT_RT_SANITIZE=OFF
+  ctest --test-dir "$root/build" --output-on-failure --no-tests=error -j2 --timeout 1800
+
+  stage "pip install . in a fresh venv + the quickstart example"
+  bash scripts/check-pip-install.sh
+  skipped+=("fresh-root")
 fi
 
-echo "== Release build + tests"
-bash scripts/build.sh "$root/build"
-ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 1800
-
-echo "== pip install . in a fresh venv + the quickstart example"
-bash scripts/check-pip-install.sh
+if [ "${SKIP_FUZZ:-0}" != "1" ]; then
+  stage "libFuzzer harnesses, ${FUZZ_SECONDS:-30} s each"
+  bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+else
+  skipped+=("fuzz")
+fi
 
 if [ "${SKIP_SANITIZERS:-0}" != "1" ]; then
-  echo "== ASan + UBSan build + tests"
+  stage "ASan + UBSan build + tests"
   BUILD_TYPE=RelWithDebInfo bash scripts/build.sh "$root/build-asan" -DSUPERPOINT_RT_SANITIZE=ON \
-    -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF
+    -DSUPERPOINT_RT_TESTS=ON -DSUPERPOINT_RT_CLI=ON -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF
   # libgomp keeps its thread pool alive at exit: not a leak of ours.
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    ctest --test-dir "$root/build-asan" --output-on-failure -j2 --timeout 3600 -LE nosan
+    ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j2 --timeout 3600 -LE nosan
+else
+  skipped+=("sanitizers")
 fi
-echo "== all tests passed"
+
+if [ ${#skipped[@]} -gt 0 ]; then
+  echo "== all tests passed, but these stages were skipped on request: ${skipped[*]} ($(( $(date +%s) - start )) s)"
+else
+  echo "== all tests passed ($(( $(date +%s) - start )) s)"
+fi

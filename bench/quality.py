@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""Quality of the fast precisions: the SuperPoint paper's homography protocol on our own photos (issue 12, section 1).
+
+    PYTHONPATH=build/python/stage bench/.venv/bin/python bench/quality.py [--pairs 132] [--seed 0]
+        [--precisions fp32,bf16,int8] [--no-reference] [--shared ../shared] [--threads N] [--json PATH]
+        [--calibration IMAGE]...
+
+Pairs: every image of SHARED/images (sorted by name) is read as Pillow's luma ("L"), resized (Pillow bilinear,
+antialiased when shrinking) so that it covers 640x480, and centre-cropped to 640x480 (image 1). Pair i uses image
+i mod (number of images) and the homography drawn from numpy's default_rng([seed, i]) (quality_lib.sample_homography,
+SuperPoint's sampler; the ranges are printed and written to the JSON); image 2 = cv2.warpPerspective(image 1, H,
+640x480, bilinear). Both are fed at 640x480 as uint8 gray arrays, so the hf request path's resize is the identity and
+the keypoints are network-frame pixels. Every model runs with max_keypoints=-1 (all points above the 0.005 threshold,
+NMS radius 4, border 4): the protocol takes its own top k.
+
+Rows: the PyTorch reference ($SHARED/tools/reference.py, the independent fp32 re-implementation) and each
+--precisions mode of this library (Python API). A mode the CPU cannot run is reported as such, with the engine's
+message, not faked.
+
+Columns, per pair then averaged over pairs (quality_lib has the exact rules and their sources):
+  rep@3    repeatability of the top 300 points in the shared region, 3 px (paper section 5.2)
+  loc      localisation error of the repeated points (px)
+  MMA@t    fraction of the mutual-nearest-neighbour descriptor matches (top 1000 points) within t px of the truth
+  HA@t     fraction of pairs whose cv2.findHomography(RANSAC, 3 px) estimate from those matches has a mean corner
+           error <= t px (cv2.setRNGSeed(seed) before each estimate, so reruns agree)
+  MS       matching score (paper's compute_matching_score, 3 px)
+and per image (both images of every pair), against fp32 on the same image:
+  F1@2     F1 of the top-500 keypoints at 2 px (L-inf), mean and min
+  cos      descriptor cosine of the keypoints at the same pixel, mean and min
+Percentages are points out of 100. Targets (issue 12, section 2): bf16 F1@2 mean >= 0.995, min >= 0.97, every
+percentage metric within 0.5 point of fp32; int8 F1@2 mean >= 0.97, min >= 0.90, within 1 point.
+
+Needs numpy, Pillow and opencv-python-headless (bench/.venv), torch for the reference row, and the superpoint_rt
+package (the build tree's staged package, or pip install .). Seconds per image are wall time of the calls,
+including Python; they are not the benchmark of record (bench/run.sh is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import quality_lib as Q  # noqa: E402
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm", ".gif")
+REFERENCE = "torch reference"
+# Issue 12, section 2: (F1@2 mean, F1@2 min, largest |metric - fp32| in points) per precision.
+TARGETS = {"bf16": (0.995, 0.97, 0.5), "int8": (0.97, 0.90, 1.0)}
+# The percentage metrics the "within N points of fp32" targets compare (loc is in pixels, so not among them).
+POINT_METRICS = ["repeatability", "mma@1", "mma@3", "mma@5", "h_acc@1", "h_acc@3", "h_acc@5", "matching_score"]
+
+
+def fail(msg: str, code: int = 2):
+    print(f"quality.py: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def import_cv2():
+    try:
+        import cv2
+    except ImportError:
+        fail("OpenCV missing (warping and RANSAC need it); run `bash bench/setup-peers.sh` and use "
+             "bench/.venv/bin/python", 1)
+    return cv2
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pairs
+# ---------------------------------------------------------------------------------------------------------------------
+def frame_of(path: str) -> np.ndarray:
+    """The image's luma, resized to cover 640x480 and centre-cropped to it (uint8, 480x640)."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("L")
+        w, h = im.size
+        s = max(Q.FRAME_W / w, Q.FRAME_H / h)
+        nw, nh = max(Q.FRAME_W, math.ceil(w * s - 1e-9)), max(Q.FRAME_H, math.ceil(h * s - 1e-9))
+        if (nw, nh) != (w, h):
+            im = im.resize((nw, nh), Image.BILINEAR)
+        x0, y0 = (nw - Q.FRAME_W) // 2, (nh - Q.FRAME_H) // 2
+        return np.ascontiguousarray(np.asarray(im)[y0:y0 + Q.FRAME_H, x0:x0 + Q.FRAME_W])
+
+
+def make_pairs(shared: str, n_pairs: int, seed: int, ranges: Q.HomographyRanges):
+    cv2 = import_cv2()
+    folder = os.path.join(shared, "images")
+    names = sorted(f for f in os.listdir(folder) if f.lower().endswith(IMAGE_EXTS))
+    if not names:
+        fail(f"no images in {folder}")
+    frames = {}
+    pairs = []
+    for i in range(n_pairs):
+        name = names[i % len(names)]
+        if name not in frames:
+            frames[name] = frame_of(os.path.join(folder, name))
+        h, info = Q.sample_homography(np.random.default_rng([seed, i]), Q.FRAME_W, Q.FRAME_H, ranges)
+        warped = cv2.warpPerspective(frames[name], h, (Q.FRAME_W, Q.FRAME_H), flags=cv2.INTER_LINEAR,
+                                     borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+        pairs.append({"index": i, "image": name, "H": h, "drawn": info, "warped": warped})
+    return frames, pairs
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------------------------------
+def features(kp, desc) -> dict:
+    """What the protocol keeps of one image: every keypoint (score order) and the descriptors of the top ones."""
+    return {"keypoints": np.asarray(kp, np.float64).reshape(-1, 2).copy(),
+            "descriptors": np.asarray(desc[:Q.DESCRIPTOR_TOP_K], np.float32).copy()}
+
+
+def reference_model(shared: str, weights: str, threads: int):
+    try:
+        import torch
+    except ImportError:
+        fail("torch missing for the reference row (bash bench/setup-peers.sh --with-torch), or pass --no-reference",
+             1)
+    if threads:
+        torch.set_num_threads(threads)
+    sys.path.insert(0, os.path.join(shared, "tools"))
+    import reference as R
+
+    ref = R.SuperPointReference(weights, max_keypoints=-1)
+
+    def run(img):
+        out, _ = ref.run_pixel(R.RESCALE_LUT[img], img.shape)
+        return features(out["keypoints"], out["descriptors"])
+
+    return run, {"model": "shared/tools/reference.py", "torch": torch.__version__}
+
+
+def our_model(precision: str, weights: str, threads: int, calibration: list[str]):
+    """(run, engine config, None), or (None, None, reason) when the engine refuses the precision on this CPU."""
+    from superpoint_rt import SuperPoint
+
+    kw = {"precision": precision, "warmup_variants": "minimal", "local_files_only": True}
+    if threads:
+        kw["threads"] = threads
+    if precision == "int8" and calibration:
+        kw["calibration"] = calibration
+    try:
+        model = SuperPoint.from_pretrained(weights, **kw)
+    except ValueError as e:
+        # The engine names the missing CPU feature ("... which this CPU lacks"); any other refusal is a usage error
+        # (an unknown precision name), not a row to report.
+        if "lacks" in str(e):
+            return None, None, str(e)
+        fail(f"--precisions {precision}: {e}")
+
+    def run(img):
+        out = model(img, max_keypoints=-1)
+        return features(out.keypoints, out.descriptors)
+
+    c = model.config
+    info = {k: c.get(k) for k in ("precision", "backend", "cpu_features", "plan", "calibration", "threads",
+                                  "version")}
+    return run, info, None
+
+
+def worker_main(a) -> int:
+    """--worker: extract the images of IN.npz with one precision, write OUT.npz (+ OUT.npz.json: engine or reason)."""
+    imgs = np.load(a.worker[0])
+    run, info, reason = our_model(a.precision, a.weights, a.threads, a.calibration)
+    meta = {"reason": reason, "engine": info}
+    arrays = {}
+    if run is not None:
+        t0 = time.perf_counter()
+        for i in range(len(imgs.files)):
+            f = run(imgs[f"i{i}"])
+            arrays[f"k{i}"], arrays[f"d{i}"] = f["keypoints"], f["descriptors"]
+        meta["seconds_per_image"] = (time.perf_counter() - t0) / max(len(imgs.files), 1)
+        np.savez(a.worker[1], **arrays)
+    with open(a.worker[1] + ".json", "w") as f:
+        json.dump(meta, f)
+    return 0
+
+
+def extract_ours(precision, images, weights, threads, calibration, python, tmp):
+    """Features of every image with one precision: (list of features, engine config, seconds/image, reason).
+
+    In this interpreter, or in `python` (--ours-python) through --worker: the staged extension must be loaded by a
+    numpy its pybind11 supports (Debian's pybind11 2.10 predates numpy 2, which bench/.venv has)."""
+    if python in (None, "", sys.executable):
+        run, info, reason = our_model(precision, weights, threads, calibration)
+        if run is None:
+            return None, None, None, reason
+        t0 = time.perf_counter()
+        feats = [run(img) for img in images]
+        return feats, info, (time.perf_counter() - t0) / len(images), None
+    src, dst = os.path.join(tmp, "images.npz"), os.path.join(tmp, f"{precision}.npz")
+    if not os.path.exists(src):
+        np.savez(src, **{f"i{i}": img for i, img in enumerate(images)})
+    cmd = [python, os.path.abspath(__file__), "--worker", src, dst, "--precision", precision, "--weights", weights,
+           "--threads", str(threads)] + [x for c in calibration for x in ("--calibration", c)]
+    r = subprocess.run(cmd, env=os.environ.copy())
+    if r.returncode != 0:
+        fail(f"the {precision} worker ({python}) failed with exit code {r.returncode}", 1)
+    with open(dst + ".json") as f:
+        meta = json.load(f)
+    if meta["reason"]:
+        return None, None, None, meta["reason"]
+    z = np.load(dst)
+    feats = [{"keypoints": z[f"k{i}"], "descriptors": z[f"d{i}"]} for i in range(len(images))]
+    return feats, meta["engine"], meta["seconds_per_image"], None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Evaluation
+# ---------------------------------------------------------------------------------------------------------------------
+def evaluate_row(feats, frames, pairs, seed):
+    """Per-pair metrics of one row; feats: the features of the frames (in frames' order), then of the pairs' image 2."""
+    cv2 = import_cv2()
+
+    def estimate(p1, p2):
+        cv2.setRNGSeed(seed)
+        h, _ = cv2.findHomography(p1, p2, cv2.RANSAC, Q.RANSAC_REPROJ_PX)
+        return h
+
+    feats1 = dict(zip(frames, feats[:len(frames)]))
+    feats2 = feats[len(frames):]
+    rows = []
+    for p, f2 in zip(pairs, feats2):
+        m = Q.pair_metrics(feats1[p["image"]], f2, p["H"], estimate)
+        rows.append({"pair": p["index"], "image": p["image"], **m})
+    # Per image, for the comparison with fp32: image 1 of each source image, image 2 of each pair.
+    per_image = {("frame", n): f for n, f in feats1.items()}
+    per_image.update({("pair", p["index"]): f for p, f in zip(pairs, feats2)})
+    return rows, per_image
+
+
+def fidelity(per_image: dict, fp32: dict) -> dict:
+    f1s, cos_mean, cos_all = [], [], []
+    for key, f in per_image.items():
+        g = fp32[key]
+        k = Q.FIDELITY_TOP_K
+        f1s.append(Q.keypoint_f1(f["keypoints"][:k], g["keypoints"][:k]))
+        c = Q.descriptor_cosine(f["keypoints"][:k], f["descriptors"][:k], g["keypoints"][:k], g["descriptors"][:k])
+        cos_all.append(c)
+        cos_mean.append(float(np.mean(c)) if len(c) else math.nan)
+    cos = np.concatenate(cos_all) if cos_all else np.zeros(0)
+    return {"images": len(f1s), "f1@2_mean": float(np.mean(f1s)), "f1@2_min": float(np.min(f1s)),
+            "cos_mean": float(np.mean(cos)) if len(cos) else math.nan,
+            "cos_min": float(np.min(cos)) if len(cos) else math.nan,
+            "per_image_f1@2": [float(v) for v in f1s]}
+
+
+def check_targets(name: str, row: dict, fp32: dict):
+    if name not in TARGETS or row.get("status") != "ok":
+        return None
+    f1_mean, f1_min, pts = TARGETS[name]
+    fid = row["fidelity"]
+    checks = {f"f1@2_mean >= {f1_mean}": fid["f1@2_mean"] >= f1_mean,
+              f"f1@2_min >= {f1_min}": fid["f1@2_min"] >= f1_min}
+    for m in POINT_METRICS:
+        d = 100 * (row["summary"][m] - fp32["summary"][m])
+        checks[f"|{m} - fp32| = {abs(d):.2f} <= {pts} pt"] = abs(d) <= pts
+    return {"pass": all(checks.values()), "checks": checks}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------------------------------
+COLUMNS = [("rep@3", "repeatability", "pct"), ("loc px", "localization_error", "px"), ("MMA@1", "mma@1", "pct"),
+           ("MMA@3", "mma@3", "pct"), ("MMA@5", "mma@5", "pct"), ("HA@1", "h_acc@1", "pct"),
+           ("HA@3", "h_acc@3", "pct"), ("HA@5", "h_acc@5", "pct"), ("MS", "matching_score", "pct")]
+FID_COLUMNS = [("F1@2 mean", "f1@2_mean", "f1"), ("F1@2 min", "f1@2_min", "f1"), ("cos mean", "cos_mean", "cos"),
+               ("cos min", "cos_min", "cos")]
+
+
+def fmt(v, kind):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return {"pct": f"{100 * v:.2f}", "px": f"{v:.3f}", "f1": f"{v:.4f}", "cos": f"{v:.5f}"}[kind]
+
+
+def table(rows: dict) -> str:
+    head = ["row"] + [c[0] for c in COLUMNS + FID_COLUMNS] + ["s/img"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, r in rows.items():
+        if r["status"] != "ok":
+            lines.append(f"| {name} | " + " | ".join(["n/a"] * (len(head) - 1)) + " |")
+            continue
+        cells = [fmt(r["summary"][k], kind) for _, k, kind in COLUMNS]
+        cells += [fmt(r["fidelity"][k], kind) for _, k, kind in FID_COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['seconds_per_image']:.3f} |")
+    notes = [f"{name}: not run: {r['reason']}" for name, r in rows.items() if r["status"] != "ok"]
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def json_safe(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, np.generic):
+        return json_safe(x.item())
+    return x
+
+
+def machine() -> dict:
+    flags, model = [], ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() == "Flags":
+                flags = val.split()
+            elif key.strip() == "Model name":
+                model = val.strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16",
+              "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
+    return {"cpu": model, "isa": [f for f in wanted if f in flags], "cores": os.cpu_count(),
+            "python": platform.python_version()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    default_shared = os.environ.get("SUPERPOINT_RT_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
+    ap.add_argument("--shared", default=default_shared, help="folder with images/, weights/superpoint, tools/")
+    ap.add_argument("--pairs", type=int, default=132, help="number of pairs (default 132 = 3 per image of 44)")
+    ap.add_argument("--seed", type=int, default=0, help="homography and RANSAC seed")
+    ap.add_argument("--precisions", default="fp32,bf16,int8", help="comma-separated modes of this library")
+    ap.add_argument("--no-reference", action="store_true", help="leave out the PyTorch reference row")
+    ap.add_argument("--threads", type=int, default=0, help="threads of each model (default: all cores)")
+    ap.add_argument("--calibration", action="append", default=[],
+                    help="int8 calibration image (repeatable; default: the engine's built-in set)")
+    ap.add_argument("--json", help="write every number (per pair and per image too) to this file")
+    ap.add_argument("--ours-python", default=os.environ.get("SUPERPOINT_RT_QUALITY_PYTHON"),
+                    help="run this library's rows in that interpreter (default: this one; "
+                         "$SUPERPOINT_RT_QUALITY_PYTHON), e.g. .venv/bin/python when the staged extension needs "
+                         "numpy 1")
+    ap.add_argument("--worker", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--precision", help=argparse.SUPPRESS)
+    ap.add_argument("--weights", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker:
+        return worker_main(a)
+    if a.pairs < 1:
+        fail(f"--pairs must be >= 1, got {a.pairs}")
+    precisions = [p.strip() for p in a.precisions.split(",") if p.strip()]
+    if not precisions:
+        fail("--precisions is empty")
+    if "fp32" not in precisions:
+        precisions.insert(0, "fp32")  # every F1 / cosine column is against fp32
+    weights = os.path.join(a.shared, "weights", "superpoint")
+    if not os.path.isfile(os.path.join(weights, "model.safetensors")):
+        fail(f"no weights in {weights} (--shared or $SUPERPOINT_RT_SHARED)")
+
+    ranges = Q.HomographyRanges()
+    t0 = time.time()
+    frames, pairs = make_pairs(a.shared, a.pairs, a.seed, ranges)
+    print(f"{len(pairs)} pairs from {len(frames)} images, seed {a.seed}, homography ranges {ranges.to_dict()}",
+          file=sys.stderr)
+
+    images = list(frames.values()) + [p["warped"] for p in pairs]
+    rows, per_image = {}, {}
+    with tempfile.TemporaryDirectory(prefix="sprt-quality-") as tmp:
+        for name in ([] if a.no_reference else [REFERENCE]) + precisions:
+            if name == REFERENCE:
+                run, info = reference_model(a.shared, weights, a.threads)
+                t0 = time.perf_counter()
+                feats = [run(img) for img in images]
+                secs, reason = (time.perf_counter() - t0) / len(images), None
+            else:
+                feats, info, secs, reason = extract_ours(name, images, weights, a.threads, a.calibration,
+                                                         a.ours_python, tmp)
+            if feats is None:
+                rows[name] = {"status": "unavailable", "reason": reason}
+                print(f"{name}: not available: {reason}", file=sys.stderr)
+                continue
+            pair_rows, per_image[name] = evaluate_row(feats, frames, pairs, a.seed)
+            rows[name] = {"status": "ok", "engine": info, "seconds_per_image": secs,
+                          "summary": Q.summarize_pairs(pair_rows), "pairs": pair_rows}
+            print(f"{name}: {secs:.3f} s/image", file=sys.stderr)
+    for name, r in rows.items():
+        if r["status"] == "ok":
+            r["fidelity"] = fidelity(per_image[name], per_image["fp32"])
+    targets = {n: check_targets(n, r, rows["fp32"]) for n, r in rows.items() if n in TARGETS}
+
+    print(table(rows))
+    for n, t in targets.items():
+        if t is None:
+            print(f"targets {n}: not measured (the mode did not run)")
+        else:
+            failed = [k for k, ok in t["checks"].items() if not ok]
+            print(f"targets {n}: {'PASS' if t['pass'] else 'FAIL: ' + '; '.join(failed)}")
+    if a.json:
+        doc = {"command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+               "machine": machine(), "seconds": time.time() - t0,
+               "protocol": {"seed": a.seed, "pairs": len(pairs), "images": sorted(frames),
+                            "frame": [Q.FRAME_W, Q.FRAME_H], "homography_ranges": ranges.to_dict(),
+                            "repeatability_top_k": Q.REPEATABILITY_TOP_K, "repeatability_eps": Q.REPEATABILITY_EPS,
+                            "descriptor_top_k": Q.DESCRIPTOR_TOP_K, "mma_thresholds": Q.MMA_THRESHOLDS,
+                            "homography_thresholds": Q.HOMOGRAPHY_THRESHOLDS, "ransac_px": Q.RANSAC_REPROJ_PX,
+                            "matching_score_eps": Q.MATCHING_SCORE_EPS, "fidelity_top_k": Q.FIDELITY_TOP_K,
+                            "fidelity_eps_linf": Q.FIDELITY_EPS,
+                            "drawn": [{"pair": p["index"], "image": p["image"], **p["drawn"],
+                                       "H": p["H"].tolist()} for p in pairs]},
+               "rows": rows, "targets": targets}
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump(json_safe(doc), f, indent=1)
+        print(f"wrote {a.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -89,6 +89,26 @@ struct ImageInfo {
 /// Pillow's decompression-bomb limit (Image.MAX_IMAGE_PIXELS * 2 is Pillow's hard error; we refuse above this).
 inline constexpr std::int64_t kDefaultMaxPixels = 178956970;
 
+// Memory bounds of decoding (docs/LIMITS.md states them and how the tests check them). A header's claims never
+// allocate memory by themselves: beyond its result (width * height * channels bytes), one decode_image call
+// allocates at most about kDecodeWorkBytes + kDecodeGrowthBytes for an input of at most 1 MiB, and
+// kDecodeWorkBytesPerInputByte more per input byte past the first MiB (a large file may need a codec's
+// whole-image buffers: progressive JPEG coefficients, lossless WebP's ARGB plane, TIFF strips). A file whose
+// decoding would need more is refused with TooLarge naming the limit.
+
+/// The codecs' working memory (libjpeg-turbo's whole-image buffers, libtiff's and our strip buffers, libpng's row
+/// buffers, libwebp's lossless plane) for an input of at most 1 MiB.
+inline constexpr std::int64_t kDecodeWorkBytes = std::int64_t{40} << 20;
+/// Working memory allowed per input byte past the first MiB.
+inline constexpr std::int64_t kDecodeWorkBytesPerInputByte = 64;
+/// The result grows with the rows the data actually produced, up to this size; past it the full result is
+/// allocated at once (so a large image is copied at most once). A header-only or truncated file therefore never
+/// allocates its declared size; one that decodes this many bytes of rows before failing may.
+inline constexpr std::int64_t kDecodeGrowthBytes = std::int64_t{16} << 20;
+/// Progressive JPEG scans read before the file is refused (libjpeg-turbo's LJT-01-003 advice, TurboJPEG's
+/// TJPARAM_SCANLIMIT default): each scan is a pass over the whole coefficient buffer.
+inline constexpr int kMaxJpegScans = 500;
+
 /// "JPEG, PNG, GIF, BMP, WebP, TIFF, PNM": the list used in error messages.
 const char* supported_formats() noexcept;
 
@@ -99,8 +119,9 @@ ImageFormat sniff_format(std::span<const std::uint8_t> bytes) noexcept;
 ImageInfo probe_image(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>");
 
 /// Decodes encoded bytes. `name` is used in error messages (a file name, or "<memory>"). The pixel count from the
-/// header is checked against `max_pixels` BEFORE pixel memory is allocated (TooLarge). Truncated or corrupt data is
-/// a DecodeError naming `name`. GIF: the first frame. EXIF orientation is not applied (as Pillow).
+/// header is checked against `max_pixels` BEFORE pixel memory is allocated (TooLarge), and so is each side against
+/// INT_MAX. Truncated or corrupt data is a DecodeError naming `name`. GIF: the first frame. EXIF orientation is not
+/// applied (as Pillow). Memory: see kDecodeWorkBytes above (the bounds hold for any bytes, hostile ones included).
 Image decode_image(std::span<const std::uint8_t> bytes, const std::string& name = "<memory>",
                    std::int64_t max_pixels = kDefaultMaxPixels);
 

@@ -152,27 +152,54 @@ BmpHeader read_header(Bytes b, const std::string& name) {
   return h;
 }
 
-// Pillow's BmpRleDecoder, literally (see the file comment). Returns the indices in file row order.
-std::vector<std::uint8_t> decode_rle(Bytes b, std::size_t start, std::size_t xsize, std::size_t ysize, bool rle4,
-                                     const std::string& name) {
-  const std::size_t total = xsize * ysize;
-  std::vector<std::uint8_t> data;
-  data.reserve(total);
+// Pillow's BmpRleDecoder, literally (see the file comment), writing the indices in file row order straight into
+// `out` (index i of the stream is column i % xsize of file row i / xsize; the stream stops at xsize * ysize
+// indices, as Pillow's "while len(data) < dest_length" and its raw decode of the first dest_length bytes do). A
+// delta escape adds right + up * xsize zeros: only those up to the end of the image are written (Pillow's extra
+// zeros are never read), so an escape costs at most the image it fills.
+void decode_rle(Bytes b, std::size_t start, bool rle4, OutputRows& out, const std::string& name) {
+  const std::size_t xsize = static_cast<std::size_t>(out.width());
+  const std::size_t total = xsize * static_cast<std::size_t>(out.height());
+  std::size_t n = 0;  // indices written (Pillow's len(data), capped at total)
   std::size_t pos = start, x = 0;
+  std::uint8_t* row = nullptr;
+  std::size_t row_index = static_cast<std::size_t>(-1);
+  const auto put = [&](std::uint8_t v) {
+    if (n >= total) return;
+    const std::size_t r = n / xsize;
+    if (r != row_index) {
+      row = out.row(static_cast<int>(r));
+      row_index = r;
+    }
+    row[n % xsize] = v;
+    ++n;
+  };
+  const auto zeros = [&](std::size_t count) {
+    count = std::min(count, total - n);
+    while (count > 0) {  // whole rows at a time: a delta of 255 rows of a wide image is not 255 * width calls
+      const std::size_t r = n / xsize, c = n % xsize, k = std::min(count, xsize - c);
+      if (r != row_index) {
+        row = out.row(static_cast<int>(r));
+        row_index = r;
+      }
+      std::memset(row + c, 0, k);
+      n += k;
+      count -= k;
+    }
+  };
   const auto remaining = [&]() { return pos < b.size() ? b.size() - pos : 0; };
-  while (data.size() < total) {
+  while (n < total) {
     if (remaining() < 2) break;
     std::size_t num = b[pos];
     const std::uint8_t byte = b[pos + 1];
     pos += 2;
     if (num) {
       if (x + num > xsize) num = xsize > x ? xsize - x : 0;
-      for (std::size_t i = 0; i < num; ++i) {
-        data.push_back(rle4 ? static_cast<std::uint8_t>(i % 2 == 0 ? byte >> 4 : byte & 0x0F) : byte);
-      }
+      for (std::size_t i = 0; i < num; ++i)
+        put(rle4 ? static_cast<std::uint8_t>(i % 2 == 0 ? byte >> 4 : byte & 0x0F) : byte);
       x += num;
     } else if (byte == 0) {
-      while (data.size() % xsize != 0) data.push_back(0);
+      zeros((xsize - n % xsize) % xsize);
       x = 0;
     } else if (byte == 1) {
       break;
@@ -182,18 +209,18 @@ std::vector<std::uint8_t> decode_rle(Bytes b, std::size_t start, std::size_t xsi
       if (remaining() < 2) bmp_fail(ErrorKind::DecodeError, name, "truncated RLE delta");
       const std::size_t right = b[pos], up = b[pos + 1];
       pos += 2;
-      data.insert(data.end(), right + up * xsize, 0);
-      x = data.size() % xsize;
+      zeros(right + up * xsize);
+      x = n % xsize;
     } else {
       const std::size_t count = rle4 ? byte / 2 : byte;
       const std::size_t got = std::min(count, remaining());
       for (std::size_t i = 0; i < got; ++i) {
         const std::uint8_t v = b[pos + i];
         if (rle4) {
-          data.push_back(v >> 4);
-          data.push_back(v & 0x0F);
+          put(v >> 4);
+          put(v & 0x0F);
         } else {
-          data.push_back(v);
+          put(v);
         }
       }
       pos += got;
@@ -202,16 +229,15 @@ std::vector<std::uint8_t> decode_rle(Bytes b, std::size_t start, std::size_t xsi
       if (pos % 2 != 0) ++pos;
     }
   }
-  if (data.size() < total) bmp_fail(ErrorKind::DecodeError, name, "truncated RLE data (not enough image data)");
-  return data;
+  if (n < total) bmp_fail(ErrorKind::DecodeError, name, "truncated RLE data (not enough image data)");
 }
 
 }  // namespace
 
 ImageInfo probe_bmp(Bytes b, const std::string& name) {
   const BmpHeader h = read_header(b, name);
-  return {ImageFormat::BMP, static_cast<int>(std::min<std::int64_t>(h.width, 0x7FFFFFFF)),
-          static_cast<int>(std::min<std::int64_t>(h.height, 0x7FFFFFFF)), (h.kind == Kind::Palette && h.gray) ? 1 : 3};
+  return {ImageFormat::BMP, probe_side(static_cast<std::uint64_t>(h.width)),
+          probe_side(static_cast<std::uint64_t>(h.height)), (h.kind == Kind::Palette && h.gray) ? 1 : 3};
 }
 
 Image decode_bmp(Bytes b, const std::string& name, std::int64_t max_pixels) {
@@ -221,15 +247,34 @@ Image decode_bmp(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const bool gray = h.kind == Kind::Palette && h.gray;
   const std::size_t uw = static_cast<std::size_t>(w);
 
-  std::vector<std::uint8_t> rle;
+  const int ch = gray ? 1 : 3;
+  if (h.compression == 1 || h.compression == 2) {
+    // The indices go straight into the rows of the result (first w bytes of each), in file row order; then the
+    // rows are put top-down and looked up in place. No index plane of the whole image is kept beside the result.
+    if (h.data_offset > b.size()) bmp_fail(ErrorKind::DecodeError, name, "truncated (no pixel data)");
+    OutputRows out(ImageFormat::BMP, name, w, ht, gray ? PixelFormat::Gray : PixelFormat::RGB);
+    decode_rle(b, h.data_offset, h.compression == 2, out, name);
+    Image im = out.finish();
+    const std::size_t stride = out.stride();
+    if (!h.top_down) {
+      for (std::size_t y = 0; y < static_cast<std::size_t>(ht) / 2; ++y) {
+        std::swap_ranges(im.pixels.data() + y * stride, im.pixels.data() + y * stride + uw,
+                         im.pixels.data() + (static_cast<std::size_t>(ht) - 1 - y) * stride);
+      }
+    }
+    for (std::size_t y = 0; y < static_cast<std::size_t>(ht); ++y) {
+      std::uint8_t* o = im.pixels.data() + y * stride;
+      if (gray) {
+        for (std::size_t x = 0; x < uw; ++x) o[x] = h.palette.rgb[3 * o[x]];
+      } else {
+        expand_palette_row_inplace(o, w, h.palette);
+      }
+    }
+    return im;
+  }
   std::size_t src_stride = 0;
   const std::uint8_t* src = nullptr;
-  if (h.compression == 1 || h.compression == 2) {
-    if (h.data_offset > b.size()) bmp_fail(ErrorKind::DecodeError, name, "truncated (no pixel data)");
-    rle = decode_rle(b, h.data_offset, uw, static_cast<std::size_t>(ht), h.compression == 2, name);
-    src = rle.data();
-    src_stride = uw;
-  } else {
+  {
     src_stride = ((static_cast<std::size_t>(w) * h.bits + 31) >> 3) & ~std::size_t{3};
     if (h.data_offset > b.size() || (b.size() - h.data_offset) / src_stride < static_cast<std::size_t>(ht)) {
       bmp_fail(ErrorKind::DecodeError, name, "truncated pixel data");
@@ -238,8 +283,6 @@ Image decode_bmp(Bytes b, const std::string& name, std::int64_t max_pixels) {
   }
 
   Image im = make_image(ImageFormat::BMP, name, w, ht, gray ? PixelFormat::Gray : PixelFormat::RGB);
-  const int ch = gray ? 1 : 3;
-  const bool rle_data = !rle.empty();
   for (int y = 0; y < ht; ++y) {
     const int file_row = h.top_down ? y : ht - 1 - y;
     const std::uint8_t* s = src + static_cast<std::size_t>(file_row) * src_stride;
@@ -247,7 +290,7 @@ Image decode_bmp(Bytes b, const std::string& name, std::int64_t max_pixels) {
     switch (h.kind) {
       case Kind::Palette: {
         // Indices first (into the start of the output row), then the lookup in place.
-        if (rle_data || h.bits == 8) {
+        if (h.bits == 8) {
           std::memcpy(o, s, uw);
         } else if (h.bits == 4) {
           for (std::size_t x = 0; x < uw; ++x) o[x] = (x & 1) ? (s[x >> 1] & 0x0F) : (s[x >> 1] >> 4);

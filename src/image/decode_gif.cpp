@@ -130,22 +130,23 @@ Image decode_gif(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const FirstFrame f = open_gif(g, b, name);
   check_dimensions(ImageFormat::GIF, name, f.canvas_w, f.canvas_h, max_pixels);
   const int ch = f.palette ? 3 : 1;
-  Image im = make_image(ImageFormat::GIF, name, f.canvas_w, f.canvas_h, ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
-  const std::size_t stride = static_cast<std::size_t>(f.canvas_w) * ch;
   const std::uint8_t fill = f.transparency >= 0 ? static_cast<std::uint8_t>(f.transparency) : 0;
-  // Indices go into the first canvas_w bytes of each row (expanded to RGB in place afterwards).
-  for (int y = 0; y < f.canvas_h; ++y) std::memset(im.pixels.data() + y * stride, fill, f.canvas_w);
+  // Indices go into the first canvas_w bytes of each row (expanded to RGB in place afterwards). Rows are allocated
+  // as the frame's lines arrive (OutputRows): the rows outside the frame are the fill, the frame's the data.
+  OutputRows out(ImageFormat::GIF, name, f.canvas_w, f.canvas_h, ch == 1 ? PixelFormat::Gray : PixelFormat::RGB, fill);
   if (f.w > 0 && f.h > 0) {
     static constexpr int kStart[4] = {0, 4, 2, 1}, kStep[4] = {8, 8, 4, 2};
     const int passes = f.interlace ? 4 : 1;
     for (int p = 0; p < passes; ++p) {
       const int start = f.interlace ? kStart[p] : 0, step = f.interlace ? kStep[p] : 1;
       for (int y = start; y < f.h; y += step) {
-        GifPixelType* row = im.pixels.data() + static_cast<std::size_t>(f.top + y) * stride + f.left;
+        GifPixelType* row = out.row(f.top + y) + f.left;
         if (DGifGetLine(g.gif, row, f.w) == GIF_ERROR) gif_fail(g.gif->Error, name, "pixel data");
       }
     }
   }
+  Image im = out.finish();
+  const std::size_t stride = out.stride();
   if (f.palette) {
     Palette pal;
     for (int i = 0; i < f.palette->ColorCount && i < 256; ++i) {

@@ -4,8 +4,9 @@
 // image.hpp) and the same structure:
 //   1. read the header only (cheap, no pixel memory),
 //   2. check_dimensions(): w, h >= 1 and w * h <= max_pixels, BEFORE any pixel memory is allocated,
-//   3. allocate the Image once and decode straight into it (row pointers into Image::pixels where the library
-//      allows it).
+//   3. decode straight into the result through OutputRows, which allocates rows as the data produces them (so a
+//      header alone never allocates its declared size; image.hpp kDecodeGrowthBytes), with the codec's working
+//      memory bounded by work_limit() (image.hpp kDecodeWorkBytes, docs/LIMITS.md).
 // All state is per call: the decoders are thread-safe and may run concurrently on any number of threads.
 // Failures throw superpoint_rt::Error naming the input (`name`): DecodeError for truncated / corrupt data,
 // UnsupportedFormat for a valid file of a variant we do not decode, TooLarge for the pixel limit.
@@ -36,6 +37,48 @@ void check_dimensions(ImageFormat format, const std::string& name, std::int64_t 
 
 /// Allocates the result (height * width * channels bytes). Call only after check_dimensions.
 Image make_image(ImageFormat format, const std::string& name, int width, int height, PixelFormat pf);
+
+/// A header's side as ImageInfo holds it: values above INT_MAX saturate (check_dimensions refuses them when
+/// decoding), so a caller multiplying the probed sides in 64 bits never sees a wrapped, small size.
+int probe_side(std::uint64_t side) noexcept;
+
+/// The codecs' working-memory limit for an input of `input_bytes` bytes (image.hpp: kDecodeWorkBytes plus
+/// kDecodeWorkBytesPerInputByte per byte past the first MiB).
+std::int64_t work_limit(std::size_t input_bytes) noexcept;
+
+/// Throws TooLarge "<format> image '<name>': <what> needs N bytes, over the decoder's working-memory limit of L
+/// bytes for a file of S bytes" when bytes > work_limit(input_bytes).
+void check_work(ImageFormat format, const std::string& name, std::int64_t bytes, std::size_t input_bytes,
+                const std::string& what);
+
+/// The result image, allocated as rows are decoded: rows [0, end) exist after reach(end) (rows never reached are
+/// `fill`). The buffer grows geometrically while it is under kDecodeGrowthBytes and then takes the full size, so a
+/// file that ends (or fails) early has allocated about what it decoded, and a large image is copied at most once.
+/// Growing moves the rows: pointers obtained before a reach() that grows are invalid after it.
+class OutputRows {
+ public:
+  OutputRows(ImageFormat format, const std::string& name, int width, int height, PixelFormat pf, std::uint8_t fill = 0);
+  /// Makes rows [0, end) exist (end <= height).
+  void reach(int end);
+  /// Row y (reached first), width * channels bytes.
+  std::uint8_t* row(int y) {
+    reach(y + 1);
+    return im_.pixels.data() + static_cast<std::size_t>(y) * stride_;
+  }
+  std::size_t stride() const noexcept { return stride_; }
+  int width() const noexcept { return im_.width; }
+  int height() const noexcept { return im_.height; }
+  /// All rows (reaching the rest), moved out.
+  Image finish();
+
+ private:
+  Image im_;
+  std::size_t stride_ = 0;
+  int rows_ = 0;
+  std::uint8_t fill_ = 0;
+  ImageFormat format_;
+  const std::string& name_;
+};
 
 /// A 256-entry RGB palette initialised the way Pillow initialises one (ImagingPaletteNew: a gray ramp i -> (i,i,i)),
 /// so indices beyond the entries a file defines map to gray i, exactly as Pillow's P -> RGB convert does.

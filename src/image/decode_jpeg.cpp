@@ -34,6 +34,7 @@ struct JpegErr {
   jpeg_error_mgr pub;  // first member: libjpeg hands us a jpeg_error_mgr*
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  bool too_many_scans;  // the progress monitor stopped the decode at kMaxJpegScans
 };
 
 void on_error_exit(j_common_ptr c) {
@@ -52,8 +53,24 @@ void on_output_message(j_common_ptr) {}
 struct JpegJob {
   jpeg_decompress_struct cinfo;
   JpegErr err;
+  jpeg_progress_mgr progress;
   bool created;
+  long memory_limit;  // libjpeg's max_memory_to_use: work_limit() of the input
 };
+
+// libjpeg-turbo's advice for untrusted progressive files (LJT-01-003), as TurboJPEG's scan limit does it: every
+// scan is a pass over the whole coefficient buffer, so a small file of many tiny scans costs minutes. libjpeg calls
+// the monitor while it reads the scans (jpeg_start_decompress for multi-scan files); past the limit we stop it
+// through the same longjmp as its own errors.
+void on_progress(j_common_ptr c) {
+  if (!c->is_decompressor) return;
+  auto* d = reinterpret_cast<j_decompress_ptr>(c);
+  if (d->input_scan_number <= kMaxJpegScans) return;
+  auto* e = reinterpret_cast<JpegErr*>(c->err);
+  e->too_many_scans = true;
+  std::snprintf(e->message, sizeof e->message, "more than %d scans", kMaxJpegScans);
+  std::longjmp(e->jump, 1);
+}
 
 struct JpegGuard {
   JpegJob job{};
@@ -76,13 +93,19 @@ bool read_header(JpegJob* j, const std::uint8_t* data, std::size_t size) {
   if (setjmp(j->err.jump)) return false;
   jpeg_create_decompress(&j->cinfo);
   j->created = true;
+  // libjpeg's whole-image buffers (the coefficients of progressive and multi-scan files) are "virtual arrays": with
+  // max_memory_to_use set, jmemnobs refuses them past it (JERR_NO_BACKING_STORE) instead of allocating them.
+  j->cinfo.mem->max_memory_to_use = j->memory_limit;
+  j->progress.progress_monitor = on_progress;
+  j->cinfo.progress = &j->progress;
   jpeg_mem_src(&j->cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&j->cinfo, TRUE);
   return true;
 }
 
-// Phase 2: pixels, straight into `out` (rows of `stride` bytes); CMYK goes through `cmyk_row` (4 * width bytes).
-bool read_pixels(JpegJob* j, std::uint8_t* out, std::size_t stride, std::uint8_t* cmyk_row) {
+// Phase 2: pixels, straight into the rows of `out` (allocated as they are decoded); CMYK goes through `cmyk_row`
+// (4 * width bytes). OutputRows::reach may throw (no C++ object of this frame lives across the setjmp).
+bool read_pixels(JpegJob* j, OutputRows* out, std::uint8_t* cmyk_row) {
   if (setjmp(j->err.jump)) return false;
   jpeg_decompress_struct* c = &j->cinfo;
   jpeg_start_decompress(c);
@@ -91,13 +114,14 @@ bool read_pixels(JpegJob* j, std::uint8_t* out, std::size_t stride, std::uint8_t
       JSAMPROW row = cmyk_row;
       const JDIMENSION y = c->output_scanline;
       if (jpeg_read_scanlines(c, &row, 1) != 1) return false;
-      cmyk_to_rgb_row(cmyk_row, out + y * stride, static_cast<int>(c->output_width), true);
+      cmyk_to_rgb_row(cmyk_row, out->row(static_cast<int>(y)), static_cast<int>(c->output_width), true);
     } else {
       JSAMPROW rows[16];
       const JDIMENSION y = c->output_scanline;
       JDIMENSION n = c->output_height - y;
       if (n > 16) n = 16;
-      for (JDIMENSION i = 0; i < n; ++i) rows[i] = out + (y + i) * stride;
+      out->reach(static_cast<int>(y + n));
+      for (JDIMENSION i = 0; i < n; ++i) rows[i] = out->row(static_cast<int>(y + i));
       if (jpeg_read_scanlines(c, rows, n) == 0) return false;
     }
   }
@@ -106,6 +130,24 @@ bool read_pixels(JpegJob* j, std::uint8_t* out, std::size_t stride, std::uint8_t
 
 [[noreturn]] void jpeg_fail(const JpegJob& j, const std::string& name, const char* fallback) {
   const std::string detail = j.err.message[0] ? j.err.message : fallback;
+  if (j.err.too_many_scans) {
+    fail(ErrorKind::TooLarge, ImageFormat::JPEG, name,
+         "progressive file with " + detail + ", over the limit of " + std::to_string(kMaxJpegScans) +
+             " (kMaxJpegScans)");
+  }
+  if (j.err.pub.msg_code == JERR_NO_BACKING_STORE) {
+    // Only a virtual array over max_memory_to_use asks for backing store.
+    std::size_t coef = 0;
+    for (int ci = 0; ci < j.cinfo.num_components; ++ci) {
+      const jpeg_component_info& comp = j.cinfo.comp_info[ci];
+      coef += static_cast<std::size_t>(comp.width_in_blocks) * comp.height_in_blocks * sizeof(JBLOCK);
+    }
+    fail(ErrorKind::TooLarge, ImageFormat::JPEG, name,
+         std::to_string(j.cinfo.image_width) + "x" + std::to_string(j.cinfo.image_height) +
+             " multi-scan (progressive) file needs about " + std::to_string(coef) +
+             " bytes of coefficient buffers, over the decoder's working-memory limit of " +
+             std::to_string(j.memory_limit) + " bytes for its size (kDecodeWorkBytes, docs/LIMITS.md)");
+  }
   const bool truncated = j.err.pub.msg_code == JWRN_JPEG_EOF;
   fail(ErrorKind::DecodeError, ImageFormat::JPEG, name,
        truncated ? "truncated (" + detail + ")" : "corrupt or unsupported (" + detail + ")");
@@ -113,6 +155,7 @@ bool read_pixels(JpegJob* j, std::uint8_t* out, std::size_t stride, std::uint8_t
 
 // Reads the header and picks the output colour space; returns the decoded channel count (1 or 3).
 int open_jpeg(JpegGuard& g, Bytes b, const std::string& name) {
+  g.job.memory_limit = static_cast<long>(work_limit(b.size()));
   if (!read_header(&g.job, b.data(), b.size())) jpeg_fail(g.job, name, "cannot read the header");
   jpeg_decompress_struct& c = g.job.cinfo;
   switch (c.num_components) {
@@ -130,7 +173,7 @@ int open_jpeg(JpegGuard& g, Bytes b, const std::string& name) {
 ImageInfo probe_jpeg(Bytes b, const std::string& name) {
   JpegGuard g;
   const int ch = open_jpeg(g, b, name);
-  return {ImageFormat::JPEG, static_cast<int>(g.job.cinfo.image_width), static_cast<int>(g.job.cinfo.image_height), ch};
+  return {ImageFormat::JPEG, probe_side(g.job.cinfo.image_width), probe_side(g.job.cinfo.image_height), ch};
 }
 
 Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels) {
@@ -138,22 +181,20 @@ Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const int ch = open_jpeg(g, b, name);
   const jpeg_decompress_struct& c = g.job.cinfo;
   check_dimensions(ImageFormat::JPEG, name, c.image_width, c.image_height, max_pixels);
-  Image im = make_image(ImageFormat::JPEG, name, static_cast<int>(c.image_width), static_cast<int>(c.image_height),
-                        ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
+  OutputRows out(ImageFormat::JPEG, name, static_cast<int>(c.image_width), static_cast<int>(c.image_height),
+                 ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
   std::vector<std::uint8_t> cmyk;
   if (c.num_components == 4) cmyk.resize(4 * static_cast<std::size_t>(c.image_width));
-  if (!read_pixels(&g.job, im.pixels.data(), static_cast<std::size_t>(im.width) * ch,
-                   cmyk.empty() ? nullptr : cmyk.data())) {
+  if (!read_pixels(&g.job, &out, cmyk.empty() ? nullptr : cmyk.data()))
     jpeg_fail(g.job, name, "decoding stopped early");
-  }
-  return im;
+  return out.finish();
 }
 
 namespace {
 
 // Phase 2 of the channel decode: RGB scanlines (libjpeg-turbo's own SIMD colour conversion, so the bits are those
 // of decode_jpeg), 16 at a time into `rows` (16 * 3 * width bytes), of which one channel is kept.
-bool read_channel(JpegJob* j, std::uint8_t* out, int channel, std::uint8_t* rows) {
+bool read_channel(JpegJob* j, OutputRows* out, int channel, std::uint8_t* rows) {
   if (setjmp(j->err.jump)) return false;
   jpeg_decompress_struct* c = &j->cinfo;
   jpeg_start_decompress(c);
@@ -169,7 +210,7 @@ bool read_channel(JpegJob* j, std::uint8_t* out, int channel, std::uint8_t* rows
     if (got == 0) return false;
     for (JDIMENSION i = 0; i < got; ++i) {
       const std::uint8_t* src = rows + i * row_bytes + channel;
-      std::uint8_t* dst = out + (y + i) * width;
+      std::uint8_t* dst = out->row(static_cast<int>(y + i));
       for (std::size_t x = 0; x < width; ++x) dst[x] = src[3 * x];
     }
   }
@@ -190,12 +231,11 @@ Image decode_jpeg_channel(Bytes b, const std::string& name, std::int64_t max_pix
       check_dimensions(ImageFormat::JPEG, name, c.image_width, c.image_height, max_pixels);
       // Same settings and JCS_RGB output as decode_jpeg; only the 16-row RGB buffer is ours. (Outputting JCS_YCbCr
       // and converting one channel with libjpeg's tables is exact too, but slower: bench/bench_host.cpp.)
-      Image im = make_image(ImageFormat::JPEG, name, static_cast<int>(c.image_width), static_cast<int>(c.image_height),
-                            PixelFormat::Gray);
+      OutputRows out(ImageFormat::JPEG, name, static_cast<int>(c.image_width), static_cast<int>(c.image_height),
+                     PixelFormat::Gray);
       std::vector<std::uint8_t> rows(16 * 3 * static_cast<std::size_t>(c.image_width));
-      if (!read_channel(&g.job, im.pixels.data(), channel, rows.data()))
-        jpeg_fail(g.job, name, "decoding stopped early");
-      return im;
+      if (!read_channel(&g.job, &out, channel, rows.data())) jpeg_fail(g.job, name, "decoding stopped early");
+      return out.finish();
     }
   }
   // Gray, CMYK and RGB-coded files: the full decode, then the plane (a gray image is its own R, G and B).

@@ -20,6 +20,7 @@
 // libpng reports errors by longjmp: the phases that can jump hold only trivially destructible locals.
 #include <png.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csetjmp>
 #include <cstdio>
@@ -113,22 +114,41 @@ bool read_info(PngGuard* g, const Ihdr* h, int* rowbytes_ok) {
   return true;
 }
 
-bool read_rows(PngGuard* g, png_bytepp rows) {
+// One png_read_row (row may be null: libpng then decodes the row and drops it).
+bool read_row(PngGuard* g, png_bytep row) {
   if (setjmp(png_jmpbuf(g->png))) return false;
-  png_read_image(g->png, rows);
+  png_read_row(g->png, row, nullptr);
   return true;
+}
+
+// Bytes of one unfiltered row as the file stores it (libpng keeps two of these: the row and the previous one).
+std::uint64_t raw_row_bytes(const Ihdr& h) {
+  int samples = 1;
+  switch (h.color_type) {
+    case PNG_COLOR_TYPE_GRAY_ALPHA: samples = 2; break;
+    case PNG_COLOR_TYPE_RGB: samples = 3; break;
+    case PNG_COLOR_TYPE_RGB_ALPHA: samples = 4; break;
+    default: break;
+  }
+  const std::uint64_t depth = h.depth > 0 && h.depth <= 16 ? static_cast<std::uint64_t>(h.depth) : 16;
+  return (std::uint64_t{h.width} * static_cast<std::uint64_t>(samples) * depth + 7) / 8 + 1;
 }
 
 }  // namespace
 
 ImageInfo probe_png(Bytes b, const std::string& name) {
   const Ihdr h = read_ihdr(b, name);
-  return {ImageFormat::PNG, static_cast<int>(h.width), static_cast<int>(h.height), decoded_channels(h)};
+  return {ImageFormat::PNG, probe_side(h.width), probe_side(h.height), decoded_channels(h)};
 }
 
 Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const Ihdr h = read_ihdr(b, name);
   check_dimensions(ImageFormat::PNG, name, h.width, h.height, max_pixels);
+  // libpng's row buffers (png_read_start_row): the previous row as stored, and the current one at the widest pixel
+  // of our transformations (8 bits per index / gray sample when expanding 1/2/4-bit ones).
+  const std::uint64_t libpng_row = std::max<std::uint64_t>(raw_row_bytes(h), (std::uint64_t{h.width} + 7) / 8 * 8);
+  check_work(ImageFormat::PNG, name, static_cast<std::int64_t>(2 * libpng_row + 128), b.size(),
+             std::to_string(h.width) + "-pixel rows (libpng's row buffers)");
 
   PngGuard g;
   g.src = PngSrc{b.data(), b.size(), 0, {}};
@@ -147,11 +167,21 @@ Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
 
   const int ch = decoded_channels(h);
   const int w = static_cast<int>(h.width), hh = static_cast<int>(h.height);
-  Image im = make_image(ImageFormat::PNG, name, w, hh, ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
-  const std::size_t stride = static_cast<std::size_t>(w) * ch;
-  std::vector<png_bytep> rows(static_cast<std::size_t>(hh));
-  for (int y = 0; y < hh; ++y) rows[y] = im.pixels.data() + y * stride;
-  if (!read_rows(&g, rows.data())) fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
+  // Row by row (png_read_image's loop), into rows allocated as they are decoded. Interlaced files: every pass
+  // visits every row; a row outside the pass (or a pass without columns) is not written, so it gets no storage.
+  OutputRows out(ImageFormat::PNG, name, w, hh, ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
+  const int passes = h.interlace != PNG_INTERLACE_NONE ? PNG_INTERLACE_ADAM7_PASSES : 1;
+  for (int pass = 0; pass < passes; ++pass) {
+    const bool columns = passes == 1 || PNG_PASS_COLS(h.width, pass) > 0;
+    for (int y = 0; y < hh; ++y) {
+      const bool written = passes == 1 || (columns && PNG_ROW_IN_INTERLACE_PASS(y, pass));
+      if (!read_row(&g, written ? out.row(y) : nullptr)) {
+        fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
+      }
+    }
+  }
+  Image im = out.finish();
+  const std::size_t stride = out.stride();
 
   if (h.color_type == PNG_COLOR_TYPE_PALETTE) {
     Palette pal;
@@ -164,7 +194,7 @@ Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
         pal.rgb[3 * i + 2] = plte[i].blue;
       }
     }
-    for (int y = 0; y < hh; ++y) expand_palette_row_inplace(rows[y], w, pal);
+    for (int y = 0; y < hh; ++y) expand_palette_row_inplace(im.pixels.data() + y * stride, w, pal);
   }
   return im;
 }

@@ -132,14 +132,31 @@ struct PlainReader {
 
 ImageInfo probe_pnm(Bytes b, const std::string& name) {
   const PnmHeader h = read_header(b, name);
-  return {ImageFormat::PNM, static_cast<int>(std::min<std::int64_t>(h.width, 0x7FFFFFFF)),
-          static_cast<int>(std::min<std::int64_t>(h.height, 0x7FFFFFFF)), (h.kind == 3 || h.kind == 6) ? 3 : 1};
+  return {ImageFormat::PNM, probe_side(static_cast<std::uint64_t>(h.width)),
+          probe_side(static_cast<std::uint64_t>(h.height)), (h.kind == 3 || h.kind == 6) ? 3 : 1};
 }
 
 Image decode_pnm(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const PnmHeader h = read_header(b, name);
   check_dimensions(ImageFormat::PNM, name, h.width, h.height, max_pixels);
   const bool rgb = h.kind == 3 || h.kind == 6;
+  // The raster must be there before its memory is allocated: the binary formats store it as is, and every plain
+  // sample is at least one character (P1: "0"/"1", which may touch) or two (P2/P3: a digit and a separator; the
+  // last may end the file). Too few bytes is the truncation Pillow reports, found without allocating.
+  {
+    const std::uint64_t samples =
+        static_cast<std::uint64_t>(h.width) * static_cast<std::uint64_t>(h.height) * (rgb ? 3 : 1);
+    const std::uint64_t have = h.data < b.size() ? b.size() - h.data : 0;
+    std::uint64_t need = 0;
+    switch (h.kind) {
+      case 1: need = samples; break;
+      case 2:
+      case 3: need = 2 * samples - 1; break;
+      case 4: need = (static_cast<std::uint64_t>(h.width) + 7) / 8 * static_cast<std::uint64_t>(h.height); break;
+      default: need = samples * (h.maxval < 256 ? 1 : 2); break;
+    }
+    if (have < need) pnm_fail(ErrorKind::DecodeError, name, "truncated pixel data");
+  }
   Image im = make_image(ImageFormat::PNM, name, static_cast<int>(h.width), static_cast<int>(h.height),
                         rgb ? PixelFormat::RGB : PixelFormat::Gray);
   std::uint8_t* out = im.pixels.data();

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -92,6 +93,8 @@ struct TiffGuard {
 
 enum class Kind { Gray, Rgb, Palette, Cmyk };
 
+constexpr std::uint16_t kMaxSamples = 8;  // samples per pixel accepted (see open_tiff)
+
 struct TiffInfo {
   std::uint32_t width = 0, height = 0;
   std::uint16_t bps = 1, spp = 1, photometric = 0, planar = PLANARCONFIG_CONTIG;
@@ -109,6 +112,8 @@ TiffInfo open_tiff(TiffGuard& g, Bytes b, const std::string& name) {
   if (!g.opts) fail(ErrorKind::Internal, ImageFormat::TIFF, name, "TIFFOpenOptionsAlloc failed");
   TIFFOpenOptionsSetErrorHandlerExtR(g.opts, on_error, &g.src);
   TIFFOpenOptionsSetWarningHandlerExtR(g.opts, on_warning, &g.src);
+  // libtiff's own allocations (strip / tile buffers, tag arrays) under the same working-memory limit as ours.
+  TIFFOpenOptionsSetMaxSingleMemAlloc(g.opts, static_cast<tmsize_t>(work_limit(b.size())));
   g.tif = TIFFClientOpenExt(name.c_str(), "rm", &g.src, on_read, on_write, on_seek, on_close, on_size, on_map, on_unmap,
                             g.opts);
   if (!g.tif) tiff_fail(ErrorKind::DecodeError, g, name, "cannot read the header");
@@ -132,6 +137,12 @@ TiffInfo open_tiff(TiffGuard& g, Bytes b, const std::string& name) {
   }
   const std::string what = "photometric " + std::to_string(i.photometric) + ", " + std::to_string(i.spp) + "x" +
                            std::to_string(i.bps) + "-bit samples";
+  // Pillow's modes have at most 6 samples per pixel (RGB + 3 extra); the conversion reads at most 4. More is no
+  // image we decode, and each one widens every row libtiff and we hold.
+  if (i.spp > kMaxSamples) {
+    fail(ErrorKind::UnsupportedFormat, ImageFormat::TIFF, name,
+         "unsupported layout (" + what + "): more than " + std::to_string(kMaxSamples) + " samples per pixel");
+  }
   if (sample_format != SAMPLEFORMAT_UINT) {
     fail(ErrorKind::UnsupportedFormat, ImageFormat::TIFF, name, "unsupported sample format (" + what + ")");
   }
@@ -171,63 +182,86 @@ TiffInfo open_tiff(TiffGuard& g, Bytes b, const std::string& name) {
   return i;
 }
 
-// One decoded plane: rows of `row_bytes`, samples packed MSB-first (libtiff normalises FillOrder), 16-bit samples
-// in native byte order (libtiff swabs).
-struct Plane {
-  std::vector<std::uint8_t> data;
-  std::size_t row_bytes = 0;
+// The raster is read one band at a time (a strip, or a row of tiles) into `band` buffers, one per plane that is
+// used, and converted into the result's rows before the next band is read: memory is one band per plane, never the
+// whole raw image (whose size the header alone declares). Rows of `row_bytes`, samples packed MSB-first (libtiff
+// normalises FillOrder), 16-bit samples in native byte order (libtiff swabs).
+struct Bands {
+  bool tiled = false, separate = false;
+  std::uint32_t rows = 0;                       // image rows per band (RowsPerStrip or TileLength)
+  std::uint32_t tile_w = 0;                     // tiled: TileWidth
+  std::size_t row_bytes = 0;                    // one row of one plane
+  std::size_t tile_size = 0;                    // tiled: TIFFTileSize
+  std::size_t tile_row = 0;                     // tiled: TIFFTileRowSize
+  std::vector<std::vector<std::uint8_t>> band;  // per used plane: rows * row_bytes
+  std::vector<std::uint8_t> tile;               // tiled: one tile
 };
 
-std::vector<Plane> read_planes(TiffGuard& g, const TiffInfo& i, const std::string& name) {
+// Sets up the bands (checking their size against the working-memory limit before allocating them).
+Bands plan_bands(TiffGuard& g, const TiffInfo& i, int used_planes, std::size_t input_bytes, const std::string& name) {
   TIFF* t = g.tif;
-  const bool separate = i.planar == PLANARCONFIG_SEPARATE && i.spp > 1;
-  const int nplanes = separate ? i.spp : 1;
-  const std::size_t samples = separate ? 1 : i.spp;
-  std::vector<Plane> planes(static_cast<std::size_t>(nplanes));
-  const std::size_t row_bytes = (static_cast<std::size_t>(i.width) * samples * i.bps + 7) / 8;
-  for (auto& p : planes) {
-    p.row_bytes = row_bytes;
-    p.data.assign(row_bytes * i.height, 0);
-  }
-  if (TIFFIsTiled(t)) {
-    std::uint32_t tw = 0, th = 0;
-    TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+  Bands bd;
+  bd.separate = i.planar == PLANARCONFIG_SEPARATE && i.spp > 1;
+  const std::uint64_t samples = bd.separate ? 1 : i.spp;
+  const std::uint64_t row_bytes = (static_cast<std::uint64_t>(i.width) * samples * i.bps + 7) / 8;
+  bd.row_bytes = static_cast<std::size_t>(row_bytes);
+  bd.tiled = TIFFIsTiled(t);
+  std::uint64_t extra = 0;
+  if (bd.tiled) {
+    std::uint32_t th = 0;
+    TIFFGetField(t, TIFFTAG_TILEWIDTH, &bd.tile_w);
     TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
     const tmsize_t tile_size = TIFFTileSize(t), tile_row = TIFFTileRowSize(t);
-    if (tw == 0 || th == 0 || tile_size <= 0 || tile_row <= 0) tiff_fail(ErrorKind::DecodeError, g, name, "bad tiles");
-    std::vector<std::uint8_t> tile(static_cast<std::size_t>(tile_size));
-    for (int p = 0; p < nplanes; ++p) {
-      for (std::uint32_t y0 = 0; y0 < i.height; y0 += th) {
-        for (std::uint32_t x0 = 0; x0 < i.width; x0 += tw) {
-          const ttile_t idx = TIFFComputeTile(t, x0, y0, 0, static_cast<tsample_t>(p));
-          if (TIFFReadEncodedTile(t, idx, tile.data(), tile_size) < 0) {
-            tiff_fail(ErrorKind::DecodeError, g, name, "truncated or corrupt tile");
-          }
-          const std::size_t x_byte = static_cast<std::size_t>(x0) * samples * i.bps / 8;
-          const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(tile_row), row_bytes - x_byte);
-          for (std::uint32_t y = y0; y < std::min(i.height, y0 + th); ++y) {
-            std::memcpy(planes[p].data.data() + y * row_bytes + x_byte,
-                        tile.data() + static_cast<std::size_t>(y - y0) * tile_row, n);
-          }
-        }
-      }
+    if (bd.tile_w == 0 || th == 0 || tile_size <= 0 || tile_row <= 0) {
+      tiff_fail(ErrorKind::DecodeError, g, name, "bad tiles");
     }
+    bd.rows = std::min(th, i.height);
+    bd.tile_size = static_cast<std::size_t>(tile_size);
+    bd.tile_row = static_cast<std::size_t>(tile_row);
+    extra = bd.tile_size;
   } else {
     std::uint32_t rps = 0;
     TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
-    if (rps == 0 || rps > i.height) rps = i.height;
-    for (int p = 0; p < nplanes; ++p) {
-      for (std::uint32_t y0 = 0; y0 < i.height; y0 += rps) {
-        const tstrip_t idx = TIFFComputeStrip(t, y0, static_cast<tsample_t>(p));
-        const std::uint32_t rows = std::min(rps, i.height - y0);
-        const tmsize_t want = static_cast<tmsize_t>(rows * row_bytes);
-        if (TIFFReadEncodedStrip(t, idx, planes[p].data.data() + y0 * row_bytes, want) < want) {
-          tiff_fail(ErrorKind::DecodeError, g, name, "truncated or corrupt strip");
+    bd.rows = rps == 0 || rps > i.height ? i.height : rps;
+  }
+  const std::uint64_t planes = bd.separate ? static_cast<std::uint64_t>(used_planes) : 1;
+  const std::uint64_t bytes = planes * bd.rows * row_bytes + extra;
+  check_work(ImageFormat::TIFF, name, static_cast<std::int64_t>(std::min<std::uint64_t>(bytes, INT64_MAX)), input_bytes,
+             std::string(bd.tiled ? "a row of tiles" : "a strip") + " of " + std::to_string(bd.rows) + " rows of " +
+                 std::to_string(i.width) + " pixels x " + std::to_string(samples) + " samples");
+  bd.band.resize(static_cast<std::size_t>(planes));
+  for (auto& p : bd.band) p.resize(static_cast<std::size_t>(bd.rows) * bd.row_bytes);
+  bd.tile.resize(bd.tile_size);
+  return bd;
+}
+
+// Reads the band of rows [y0, y0 + rows) of every used plane.
+void read_band(TiffGuard& g, const TiffInfo& i, Bands& bd, std::uint32_t y0, const std::string& name) {
+  TIFF* t = g.tif;
+  const std::uint32_t rows = std::min(bd.rows, i.height - y0);
+  for (std::size_t p = 0; p < bd.band.size(); ++p) {
+    std::uint8_t* dst = bd.band[p].data();
+    if (bd.tiled) {
+      const std::size_t samples = bd.separate ? 1 : i.spp;
+      for (std::uint32_t x0 = 0; x0 < i.width; x0 += bd.tile_w) {
+        const ttile_t idx = TIFFComputeTile(t, x0, y0, 0, static_cast<tsample_t>(p));
+        if (TIFFReadEncodedTile(t, idx, bd.tile.data(), static_cast<tmsize_t>(bd.tile_size)) < 0) {
+          tiff_fail(ErrorKind::DecodeError, g, name, "truncated or corrupt tile");
         }
+        const std::size_t x_byte = static_cast<std::size_t>(x0) * samples * i.bps / 8;
+        const std::size_t n = std::min(bd.tile_row, bd.row_bytes - x_byte);
+        for (std::uint32_t y = 0; y < rows; ++y) {
+          std::memcpy(dst + y * bd.row_bytes + x_byte, bd.tile.data() + static_cast<std::size_t>(y) * bd.tile_row, n);
+        }
+      }
+    } else {
+      const tstrip_t idx = TIFFComputeStrip(t, y0, static_cast<tsample_t>(p));
+      const tmsize_t want = static_cast<tmsize_t>(rows * bd.row_bytes);
+      if (TIFFReadEncodedStrip(t, idx, dst, want) < want) {
+        tiff_fail(ErrorKind::DecodeError, g, name, "truncated or corrupt strip");
       }
     }
   }
-  return planes;
 }
 
 // Sample s of pixel x in one row: 1/2/4/8-bit as is, 16-bit as the full value.
@@ -251,19 +285,23 @@ unsigned sample_at(const std::uint8_t* row, std::size_t index, int bps) {
 ImageInfo probe_tiff(Bytes b, const std::string& name) {
   TiffGuard g;
   const TiffInfo i = open_tiff(g, b, name);
-  return {ImageFormat::TIFF, static_cast<int>(std::min<std::uint32_t>(i.width, 0x7FFFFFFF)),
-          static_cast<int>(std::min<std::uint32_t>(i.height, 0x7FFFFFFF)), i.kind == Kind::Gray ? 1 : 3};
+  return {ImageFormat::TIFF, probe_side(i.width), probe_side(i.height), i.kind == Kind::Gray ? 1 : 3};
 }
 
 Image decode_tiff(Bytes b, const std::string& name, std::int64_t max_pixels) {
   TiffGuard g;
   const TiffInfo i = open_tiff(g, b, name);
   check_dimensions(ImageFormat::TIFF, name, i.width, i.height, max_pixels);
-  const std::vector<Plane> planes = read_planes(g, i, name);
   const bool gray = i.kind == Kind::Gray;
-  Image im = make_image(ImageFormat::TIFF, name, static_cast<int>(i.width), static_cast<int>(i.height),
-                        gray ? PixelFormat::Gray : PixelFormat::RGB);
-  const bool separate = planes.size() > 1;
+  // Planes read: only those the conversion uses (separate planes past them are never read).
+  const int used = i.kind == Kind::Gray || i.kind == Kind::Palette ? 1
+                   : i.kind == Kind::Cmyk                          ? 4
+                   : (i.associated_alpha && i.spp >= 4)            ? 4
+                                                                   : 3;
+  Bands bd = plan_bands(g, i, used, b.size(), name);
+  OutputRows out(ImageFormat::TIFF, name, static_cast<int>(i.width), static_cast<int>(i.height),
+                 gray ? PixelFormat::Gray : PixelFormat::RGB);
+  const bool separate = bd.separate;
   const std::size_t w = i.width;
   const int bps = i.bps;
 
@@ -284,13 +322,16 @@ Image decode_tiff(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const unsigned scale = bps == 1 ? 255 : bps == 2 ? 85 : bps == 4 ? 17 : 1;
   std::vector<std::uint8_t> cmyk(i.kind == Kind::Cmyk ? 4 * w : 0);
 
-  for (std::size_t y = 0; y < i.height; ++y) {
+  for (std::uint32_t y = 0; y < i.height; ++y) {
+    const std::uint32_t y0 = y / bd.rows * bd.rows;
+    if (y == y0) read_band(g, i, bd, y0, name);
+    const std::size_t band_row = static_cast<std::size_t>(y - y0) * bd.row_bytes;
     // Sample s of pixel x.
     const auto at = [&](std::size_t x, int s) -> unsigned {
-      if (separate) return sample_at(planes[s].data.data() + y * planes[s].row_bytes, x, bps);
-      return sample_at(planes[0].data.data() + y * planes[0].row_bytes, x * i.spp + s, bps);
+      if (separate) return sample_at(bd.band[static_cast<std::size_t>(s)].data() + band_row, x, bps);
+      return sample_at(bd.band[0].data() + band_row, x * i.spp + static_cast<std::size_t>(s), bps);
     };
-    std::uint8_t* o = im.pixels.data() + y * w * (gray ? 1 : 3);
+    std::uint8_t* o = out.row(static_cast<int>(y));
     switch (i.kind) {
       case Kind::Gray:
         for (std::size_t x = 0; x < w; ++x) {
@@ -332,7 +373,7 @@ Image decode_tiff(Bytes b, const std::string& name, std::int64_t max_pixels) {
         break;
     }
   }
-  return im;
+  return out.finish();
 }
 
 }  // namespace superpoint_rt::image

@@ -2,10 +2,12 @@
 // decode_<format>.cpp (see decode_internal.hpp for the shared contract).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <new>
 
 #include "image/decode_internal.hpp"
@@ -183,12 +185,77 @@ void check_dimensions(ImageFormat format, const std::string& name, std::int64_t 
   }
   const std::string size = std::to_string(width) + "x" + std::to_string(height);
   if (width < 1 || height < 1) fail(ErrorKind::DecodeError, format, name, "invalid size " + size);
-  // Image::width/height are int; the product below cannot overflow int64 once both fit in 31 bits.
-  if (width > 0x7FFFFFFF || height > 0x7FFFFFFF || width * height > max_pixels) {
+  // Image::width/height are int: a side past INT_MAX is refused by name, before any product is formed.
+  constexpr std::int64_t kMaxSide = std::numeric_limits<int>::max();
+  if (width > kMaxSide || height > kMaxSide) {
     fail(ErrorKind::TooLarge, format, name,
-         size + " is " + std::to_string(width * height) + " pixels, over the limit of " + std::to_string(max_pixels) +
+         size + " has a side over " + std::to_string(kMaxSide) + " pixels (INT_MAX), the most an image can hold");
+  }
+  const std::int64_t pixels = width * height;  // both sides < 2^31: no overflow in int64
+  if (pixels > max_pixels) {
+    fail(ErrorKind::TooLarge, format, name,
+         size + " is " + std::to_string(pixels) + " pixels, over the limit of " + std::to_string(max_pixels) +
              " (max_pixels)");
   }
+}
+
+int probe_side(std::uint64_t side) noexcept {
+  constexpr std::uint64_t kMax = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
+  return static_cast<int>(side > kMax ? kMax : side);
+}
+
+std::int64_t work_limit(std::size_t input_bytes) noexcept {
+  constexpr std::size_t kFree = std::size_t{1} << 20;  // the first MiB gets kDecodeWorkBytes alone
+  const std::size_t extra = input_bytes > kFree ? input_bytes - kFree : 0;
+  constexpr std::int64_t kMaxExtra =
+      (std::numeric_limits<std::int64_t>::max() - kDecodeWorkBytes) / kDecodeWorkBytesPerInputByte;
+  const std::int64_t e = extra > static_cast<std::size_t>(kMaxExtra) ? kMaxExtra : static_cast<std::int64_t>(extra);
+  return kDecodeWorkBytes + e * kDecodeWorkBytesPerInputByte;
+}
+
+void check_work(ImageFormat format, const std::string& name, std::int64_t bytes, std::size_t input_bytes,
+                const std::string& what) {
+  const std::int64_t limit = work_limit(input_bytes);
+  if (bytes > limit) {
+    fail(ErrorKind::TooLarge, format, name,
+         what + " needs " + std::to_string(bytes) + " bytes, over the decoder's working-memory limit of " +
+             std::to_string(limit) + " bytes for a file of " + std::to_string(input_bytes) +
+             " bytes (kDecodeWorkBytes, docs/LIMITS.md)");
+  }
+}
+
+OutputRows::OutputRows(ImageFormat format, const std::string& name, int width, int height, PixelFormat pf,
+                       std::uint8_t fill)
+    : fill_(fill), format_(format), name_(name) {
+  im_.width = width;
+  im_.height = height;
+  im_.format = pf;
+  stride_ = static_cast<std::size_t>(width) * static_cast<std::size_t>(channels_of(pf));
+}
+
+void OutputRows::reach(int end) {
+  if (end <= rows_) return;
+  if (end > im_.height) end = im_.height;
+  const std::size_t need = static_cast<std::size_t>(end) * stride_;
+  const std::size_t full = static_cast<std::size_t>(im_.height) * stride_;
+  try {
+    if (need > im_.pixels.capacity()) {
+      // Double while under kDecodeGrowthBytes (amortised copies, at most what was decoded), then the full size.
+      std::size_t cap = std::max({need, 2 * im_.pixels.capacity(), std::size_t{1} << 16});
+      if (cap > static_cast<std::size_t>(kDecodeGrowthBytes)) cap = full;
+      im_.pixels.reserve(std::min(cap, full));
+    }
+    im_.pixels.resize(need, fill_);
+  } catch (const std::bad_alloc&) {
+    fail(ErrorKind::TooLarge, format_, name_,
+         "cannot allocate " + std::to_string(im_.width) + "x" + std::to_string(im_.height) + " pixels");
+  }
+  rows_ = end;
+}
+
+Image OutputRows::finish() {
+  reach(im_.height);
+  return std::move(im_);
 }
 
 Image make_image(ImageFormat format, const std::string& name, int width, int height, PixelFormat pf) {

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "image/resize_kernels.hpp"
@@ -38,19 +39,68 @@ void check_size(int v, const char* what) {
   }
 }
 
+// Pillow precompute_coeffs' scale, filterscale and ksize (as double: it may exceed int for absurd sizes).
+struct AxisScale {
+  double scale, filterscale, support, ksize;
+};
+AxisScale axis_scale(int in_size, int out_size) {
+  // Pillow passes the box edges as float: (float)in_size rounds above 2^24, exactly as Pillow does.
+  const float in0 = 0.0f;
+  const float in1 = static_cast<float>(in_size);
+  AxisScale a{};
+  a.scale = static_cast<double>(in1 - in0) / out_size;
+  a.filterscale = a.scale < 1.0 ? 1.0 : a.scale;
+  a.support = 1.0 * a.filterscale;  // BILINEAR support 1.0, widened when downscaling (antialias)
+  a.ksize = std::ceil(a.support) * 2 + 1;
+  return a;
+}
+
 }  // namespace
+
+std::ptrdiff_t resize_tmp_stride(const ResizePlan& plan) noexcept {
+  return (static_cast<std::ptrdiff_t>(plan.out_w) + 63) / 64 * 64;
+}
+
+namespace {
+// resize_window_rows from the sizes: rows = the ybox rows (at most in_h), ksize = vertical taps per output.
+double window_rows(double rows, double ksize, double stride) {
+  if (rows * stride <= static_cast<double>(kResizeWindowBytes)) return rows;
+  return std::min(rows, 2 * ksize + 2);  // more than one output row's taps: see the window in resize_simd_impl.hpp
+}
+}  // namespace
+
+int resize_window_rows(const ResizePlan& plan) noexcept {
+  const int rows = plan.ybox_last - plan.ybox_first;
+  return static_cast<int>(window_rows(rows, plan.vert.ksize, static_cast<double>(resize_tmp_stride(plan))));
+}
+
+std::size_t resize_plan_bytes(int in_w, int in_h, int out_w, int out_h) {
+  // In double: the point is to refuse sizes whose tables would not fit, before computing them in integers.
+  const double ts = std::ceil(out_w / 64.0) * 64;
+  const AxisScale v = axis_scale(in_h, out_h);
+  const double vk = v.ksize;
+  double bytes = 8.0 * out_h + 4.0 * out_h * vk;  // vert.bounds, vert.k
+  if (out_h != in_h) {
+    bytes += 8.0 * out_h * std::ceil(vk / 2);                               // v_hi, v_lo
+    bytes += window_rows(std::min<double>(in_h, vk * out_h), vk, ts) * ts;  // scratch.tmp
+  }
+  if (out_w != in_w) {
+    const AxisScale h = axis_scale(in_w, out_w);
+    const double taps = std::ceil(h.ksize / 8) * 8, slots = std::ceil(out_w / 16.0) * 16;
+    bytes += 8.0 * out_w + 4.0 * out_w * h.ksize;       // horiz.bounds, horiz.k
+    bytes += 4.0 * slots + 2.0 * 2.0 * slots * taps;    // h_xmin, h_hi, h_lo
+    bytes += 2.0 * (static_cast<double>(in_w) + taps);  // scratch.row16
+  }
+  constexpr double kMax = static_cast<double>(std::numeric_limits<std::size_t>::max() / 2);
+  return static_cast<std::size_t>(std::min(bytes, kMax));
+}
 
 AxisCoeffs make_axis_coeffs(int in_size, int out_size) {
   check_size(in_size, "input size");
   check_size(out_size, "output size");
-  // Pillow passes the box edges as float: (float)in_size rounds above 2^24, exactly as Pillow does.
+  const AxisScale a = axis_scale(in_size, out_size);
   const float in0 = 0.0f;
-  const float in1 = static_cast<float>(in_size);
-  double scale = static_cast<double>(in1 - in0) / out_size;
-  double filterscale = scale;
-  if (filterscale < 1.0) filterscale = 1.0;
-  const double support = 1.0 * filterscale;  // BILINEAR support 1.0, widened when downscaling (antialias)
-  const double ksize_d = std::ceil(support) * 2 + 1;
+  const double scale = a.scale, filterscale = a.filterscale, support = a.support, ksize_d = a.ksize;
   // Pillow: "if (outSize > INT_MAX / (ksize * sizeof(double))) return MemoryError".
   if (ksize_d > static_cast<double>(INT_MAX) ||
       static_cast<double>(out_size) > static_cast<double>(INT_MAX) / (ksize_d * sizeof(double))) {
@@ -100,6 +150,14 @@ ResizePlan::ResizePlan(int in_w_, int in_h_, int out_w_, int out_h_)
   check_size(in_h, "input height");
   check_size(out_w, "output width");
   check_size(out_h, "output height");
+  bytes = resize_plan_bytes(in_w, in_h, out_w, out_h);
+  if (bytes > kMaxResizePlanBytes) {
+    throw Error(ErrorKind::TooLarge, "resize: " + std::to_string(in_w) + "x" + std::to_string(in_h) + " -> " +
+                                         std::to_string(out_w) + "x" + std::to_string(out_h) + " needs " +
+                                         std::to_string(bytes) + " bytes of coefficient tables and scratch, over the " +
+                                         "limit of " + std::to_string(kMaxResizePlanBytes) +
+                                         " (kMaxResizePlanBytes): the aspect ratio is too extreme");
+  }
   need_h = out_w != in_w;
   need_v = out_h != in_h;
   vert = make_axis_coeffs(in_h, out_h);  // Pillow computes the vertical coefficients first (and always)

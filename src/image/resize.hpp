@@ -48,11 +48,32 @@ struct ResizePlan {
   int v_pairs = 0;                       // ceil(vert.ksize / 2): vertical taps are taken two rows at a time
   std::vector<std::int32_t> v_hi, v_lo;  // out_h * v_pairs packed int16 pairs (row 2p low, row 2p+1 high)
 
+  std::size_t bytes = 0;  // resize_plan_bytes of these sizes (what a cache of plans accounts)
+
   ResizePlan() = default;
   /// Throws Error(InvalidArgument) when a size is < 1 (Pillow: "height and width must be > 0"), Error(TooLarge) as
-  /// make_axis_coeffs.
+  /// make_axis_coeffs, and Error(TooLarge) naming the sizes and kMaxResizePlanBytes when resize_plan_bytes is over
+  /// it (checked before anything is allocated).
   ResizePlan(int in_w, int in_h, int out_w, int out_h);
 };
+
+/// Row stride of the vertical pass's intermediate: out_w rounded up to 64 (the kernels load whole vectors).
+std::ptrdiff_t resize_tmp_stride(const ResizePlan& plan) noexcept;
+/// Rows of the intermediate window (see resize_simd_impl.hpp): every ybox row when they fit kResizeWindowBytes,
+/// else enough for two output rows' taps.
+int resize_window_rows(const ResizePlan& plan) noexcept;
+
+/// The most memory one plan may take: its tables plus the scratch one resize with it needs (resize_plan_bytes).
+/// Tables are O(in_w + in_h) (each axis about 16 bytes per input pixel), so only extreme aspect ratios reach it
+/// (e.g. 20,000,000 x 1 -> 640 x 480 would need about 320 MB); such sizes are refused with TooLarge.
+inline constexpr std::size_t kMaxResizePlanBytes = std::size_t{24} << 20;
+
+/// Rows of the vertical pass's intermediate below which it holds every ybox row (no window moves).
+inline constexpr std::size_t kResizeWindowBytes = std::size_t{4} << 20;
+
+/// Bytes a ResizePlan of these sizes holds plus the ResizeScratch one resize needs (SIMD kernels), computed from
+/// the sizes alone (before anything is allocated); sizes must be >= 1.
+std::size_t resize_plan_bytes(int in_w, int in_h, int out_w, int out_h);
 
 struct ResizeScratch {
   std::vector<std::uint8_t> tmp;    // the horizontal pass output, reused between calls

@@ -58,8 +58,9 @@ void hrow_avx2(const ResizePlan& plan, const std::int16_t* row, std::uint8_t* ou
 }
 
 // Vertical pass, one output row, 32 columns per step (see vrow_avx512 for the pairing of rows).
-void vrow_avx2(const ResizePlan& plan, const std::uint8_t* tmp, std::ptrdiff_t ts, int yy, std::uint8_t* out) {
-  const int ymin = plan.vert.bounds[2 * yy] - plan.ybox_first;
+void vrow_avx2(const ResizePlan& plan, const std::uint8_t* tmp, std::ptrdiff_t ts, int base, int yy,
+               std::uint8_t* out) {
+  const int ymin = plan.vert.bounds[2 * yy] - plan.ybox_first - base;  // tmp row 0 is intermediate row base
   const int n = plan.vert.bounds[2 * yy + 1];
   const int pairs = (n + 1) / 2;
   const std::int32_t* khi = plan.v_hi.data() + static_cast<std::ptrdiff_t>(yy) * plan.v_pairs;

@@ -74,8 +74,9 @@ void hrow_avx512(const ResizePlan& plan, const std::int16_t* row, std::uint8_t* 
 // Vertical pass, one output row, 64 columns per step. Rows are taken two at a time: byte-interleaving row a and
 // row b and widening gives (a_x, b_x) int16 pairs for vpmaddwd with the packed weight pair. All unpack / pack
 // steps work per 128-bit lane, so the column order they scramble is restored by packs + packus at the end.
-void vrow_avx512(const ResizePlan& plan, const std::uint8_t* tmp, std::ptrdiff_t ts, int yy, std::uint8_t* out) {
-  const int ymin = plan.vert.bounds[2 * yy] - plan.ybox_first;
+void vrow_avx512(const ResizePlan& plan, const std::uint8_t* tmp, std::ptrdiff_t ts, int base, int yy,
+                 std::uint8_t* out) {
+  const int ymin = plan.vert.bounds[2 * yy] - plan.ybox_first - base;  // tmp row 0 is intermediate row base
   const int n = plan.vert.bounds[2 * yy + 1];
   const int pairs = (n + 1) / 2;
   const std::int32_t* khi = plan.v_hi.data() + static_cast<std::ptrdiff_t>(yy) * plan.v_pairs;

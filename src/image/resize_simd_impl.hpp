@@ -128,9 +128,15 @@ struct CallbackRows {
 
 /// HRow(plan, const int16_t* row, uint8_t* out, const RowPrefetch& pf): the out_w outputs of one row; row holds in_w
 /// samples followed by at least h_taps zeros; it calls pf.issue(g) once per output group g. VRow(plan, const uint8_t*
-/// tmp, ptrdiff_t tmp_stride, int yy, uint8_t* out): output row yy from the intermediate (rows relative to ybox_first,
-/// out_w rounded up to 64 readable per row). Rows(src).row(y) gives input row y; rows are requested once each, in
-/// increasing y, and a null row aborts the resize: run_resize then returns false (dst incomplete).
+/// tmp, ptrdiff_t tmp_stride, int base, int yy, uint8_t* out): output row yy from the intermediate (tmp row 0 is
+/// intermediate row `base`, counted from ybox_first; out_w rounded up to 64 readable per row). Rows(src).row(y) gives
+/// input row y; rows are requested once each, in increasing y, and a null row aborts the resize: run_resize then
+/// returns false (dst incomplete).
+///
+/// The intermediate is a window of resize_window_rows(plan) rows, not all ybox rows: output rows are computed as
+/// soon as their input rows exist and their first input row never decreases, so when the window is full the rows
+/// still needed (fewer than vert.ksize) move to its front. Memory is then O(vert.ksize * out_w) instead of
+/// O(in_h * out_w) (a 1 x 1,000,000 image would need 640 MB); below kResizeWindowBytes nothing ever moves.
 template <class Rows, class HRow, class VRow>
 bool run_resize(const ResizePlan& plan, const Rows& src, int pixel_step, std::uint8_t* dst, ResizeScratch& scratch,
                 HRow hrow, VRow vrow) {
@@ -142,29 +148,41 @@ bool run_resize(const ResizePlan& plan, const Rows& src, int pixel_step, std::ui
     }
     return true;
   }
-  const std::ptrdiff_t ts = (static_cast<std::ptrdiff_t>(plan.out_w) + 63) / 64 * 64;
+  const std::ptrdiff_t ts = resize_tmp_stride(plan);
   const int first = plan.ybox_first;
   const int rows = plan.ybox_last - plan.ybox_first;  // == in_h when the height does not change
-  if (plan.need_v) scratch.tmp.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(ts));
+  const int window = plan.need_v ? resize_window_rows(plan) : 0;
+  if (plan.need_v) scratch.tmp.resize(static_cast<std::size_t>(window) * static_cast<std::size_t>(ts));
   // Output row yy can be computed as soon as the intermediate holds its last input row; running the vertical pass
   // interleaved with the horizontal one keeps the rows it reads in cache (the result is the same: each output row
-  // depends only on its own input rows). Pillow's last input row is non-decreasing in yy.
+  // depends only on its own input rows). Pillow's first and last input rows are non-decreasing in yy.
   int next_out = 0;
-  const std::uint8_t* tmp = scratch.tmp.data();
+  int base = 0;  // intermediate row held in tmp row 0
+  std::uint8_t* tmp = scratch.tmp.data();
   auto vertical_upto = [&](int ready_rows) {
     if (!plan.need_v) return;
     while (next_out < plan.out_h &&
            plan.vert.bounds[2 * next_out] - first + plan.vert.bounds[2 * next_out + 1] <= ready_rows) {
-      vrow(plan, tmp, ts, next_out, dst + static_cast<std::ptrdiff_t>(next_out) * plan.out_w);
+      vrow(plan, static_cast<const std::uint8_t*>(tmp), ts, base, next_out,
+           dst + static_cast<std::ptrdiff_t>(next_out) * plan.out_w);
       ++next_out;
     }
+  };
+  // Where intermediate row r goes: moves the rows still needed to the front of a full window first.
+  auto slot = [&](int r) -> std::uint8_t* {
+    if (r - base >= window) {
+      const int keep = next_out < plan.out_h ? std::min(plan.vert.bounds[2 * next_out] - first, r) : r;
+      std::memmove(tmp, tmp + static_cast<std::ptrdiff_t>(keep - base) * ts,
+                   static_cast<std::size_t>(r - keep) * static_cast<std::size_t>(ts));
+      base = keep;
+    }
+    return tmp + static_cast<std::ptrdiff_t>(r - base) * ts;
   };
   if (plan.need_h) {
     scratch.row16.resize(static_cast<std::size_t>(plan.in_w) + static_cast<std::size_t>(plan.h_taps));
     std::int16_t* row16 = scratch.row16.data();
     std::memset(row16 + plan.in_w, 0, sizeof(std::int16_t) * static_cast<std::size_t>(plan.h_taps));
-    std::uint8_t* out = plan.need_v ? scratch.tmp.data() : dst;
-    const std::ptrdiff_t os = plan.need_v ? ts : plan.out_w;
+
     const std::ptrdiff_t row_bytes = static_cast<std::ptrdiff_t>(plan.in_w - 1) * pixel_step + 1;
     RowPrefetch pf;
     pf.lines = static_cast<int>((row_bytes + 63) / 64);
@@ -174,18 +192,18 @@ bool run_resize(const ResizePlan& plan, const Rows& src, int pixel_step, std::ui
       if (!s) return false;
       deinterleave(s, pixel_step, plan.in_w, row16);
       pf.next = r + 1 < rows ? src.prefetch_after(r + first) : nullptr;
-      hrow(plan, static_cast<const std::int16_t*>(row16), out + r * os, pf);
+      hrow(plan, static_cast<const std::int16_t*>(row16), plan.need_v ? slot(r) : dst + r * plan.out_w, pf);
       vertical_upto(r + 1);
     }
   } else {
     for (int r = 0; r < rows; ++r) {
       const std::uint8_t* s = src.row(r + first);
       if (!s) return false;
-      deinterleave(s, pixel_step, plan.in_w, scratch.tmp.data() + r * ts);
+      deinterleave(s, pixel_step, plan.in_w, slot(r));
       vertical_upto(r + 1);
     }
   }
-  vertical_upto(rows);  // every row is ready here: a safety net should the bounds ever not be monotonic
+  vertical_upto(rows);  // every row is ready here (the window needs monotonic bounds; Pillow's are)
   return true;
 }
 

@@ -32,21 +32,27 @@ void bound_heap_growth() {
   if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 }
 
-constexpr const char* kUsage =
-    "usage: superpoint-rt serve [--host 127.0.0.1] [--port 8000] [--weights DIR|REPO] [--revision R]\n"
-    "         [--cache-dir DIR] [--local-files-only] [--threads N] [--workers N] [--max-body-mb 50]\n"
-    "         [--max-pixels N] [--queue 64] [--timeout-s 30] [--warmup default|minimal|all|none]\n"
-    "         [--connections N] [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]...\n"
-    "Serves POST /v1/keypoints, POST /v1/keypoints/batch, GET /healthz, /readyz, /v1/info, /metrics.\n"
-    "  --port 0          any free port; the bound address is printed on stdout\n"
-    "  --threads N       compute threads of the network (0 = all cores)\n"
-    "  --workers N       image requests processed at once (decode/post overlap the network); default 4\n"
-    "  --queue N         requests that may wait for a worker; more get 503 + Retry-After\n"
-    "  --timeout-s S     a request waiting longer than S seconds for a worker gets 504\n"
-    "  --connections N   HTTP connection threads (default workers + queue + 16)\n"
-    "  --precision P     fp32 (default, bit-exact), bf16 or int8 (docs/BENCHMARKS.md: speed and fidelity)\n"
-    "  --calibration X   int8 only: calibration images (a file or a folder; repeatable); default built-in\n"
-    "SIGINT / SIGTERM: requests already received finish, new ones get 503, then the server exits 0.\n";
+// The usage text; its limits section is describe_limits() of the defaults, as GET /v1/info and docs/SERVING.md show.
+std::string usage() {
+  std::string u =
+      "usage: superpoint-rt serve [--host 127.0.0.1] [--port 8000] [--weights DIR|REPO] [--revision R]\n"
+      "         [--cache-dir DIR] [--local-files-only] [--threads N] [--warmup default|minimal|all|none]\n"
+      "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]... [limits below]\n"
+      "Serves POST /v1/keypoints, POST /v1/keypoints/batch, GET /healthz, /readyz, /v1/info, /metrics,\n"
+      "/openapi.json (the API's OpenAPI 3 document).\n"
+      "  --port 0               any free port; the bound address is printed on stdout\n"
+      "  --threads N            compute threads of the network (0 = all cores)\n"
+      "  --precision P          fp32 (default, bit-exact), bf16 or int8 (docs/BENCHMARKS.md: speed and fidelity)\n"
+      "  --calibration X        int8 only: calibration images (a file or a folder; repeatable); default built-in\n"
+      "Limits (default; GET /v1/info \"limits\" shows the values in use):\n";
+  for (const server::LimitDoc& l : server::describe_limits(server::ServerConfig{})) {
+    std::string head = l.flag.empty() ? "  (fixed) " + l.key : "  " + l.flag + " " + l.flag_value;
+    if (head.size() < 25) head.resize(25, ' ');
+    u += head + " " + l.meaning + (l.flag.empty() ? " (" + l.flag_value + ")" : "") + "\n";
+  }
+  u += "SIGINT / SIGTERM: requests already received finish, new ones get 503, then the server exits 0.\n";
+  return u;
+}
 
 double positive_number(ArgReader& args, const std::string& flag) {
   const std::string v = args.value(flag);
@@ -76,7 +82,7 @@ int serve_main(int argc, char** argv) {
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
+      std::cout << usage();
       return 0;
     }
     if (parse_model_flag(args, a, options)) continue;
@@ -88,17 +94,18 @@ int serve_main(int argc, char** argv) {
       cfg.workers = args.int_value(a, 1, 1024, "1..1024");
     else if (a == "--queue")
       cfg.queue = args.int_value(a, 0, 100000, "0..100000");
+    else if (a == "--max-batch-parts")
+      cfg.max_batch_parts = args.int_value(a, 1, 100000, "1..100000");
     else if (a == "--connections")
       cfg.connections = args.int_value(a, 1, 100000, "1..100000");
     else if (a == "--timeout-s")
       cfg.timeout_s = positive_number(args, a);
-    else if (a == "--max-body-mb") {
-      cfg.max_body_mb = positive_number(args, a);
-      cfg.max_body_bytes = static_cast<std::int64_t>(cfg.max_body_mb * 1024 * 1024);
-    } else if (a == "--warmup")
+    else if (a == "--max-body-mb")
+      cfg.max_body_bytes = static_cast<std::int64_t>(positive_number(args, a) * 1024 * 1024);
+    else if (a == "--warmup")
       options.warmup = warmup_of(args.value(a));
     else
-      throw UsageError("serve: unknown option " + a + "\n" + kUsage);
+      throw UsageError("serve: unknown option " + a + "\n" + usage());
   }
   cfg.max_pixels = options.max_pixels;
 

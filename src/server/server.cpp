@@ -7,9 +7,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <optional>
 #include <set>
 #include <span>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -31,14 +33,16 @@ struct HttpError {
   std::string message;
 };
 
-// The HTTP status of a library error kind (errors.hpp states the mapping).
+// The HTTP status of a library error kind, as SPEC §4's error table: 400 for an image that cannot be decoded, whatever
+// the reason (corrupt, or bytes of no format the library reads: ErrorKind::UnsupportedFormat too), because 415 is
+// HTTP's answer to an unsupported Content-Type, which image_parts() checks before any byte is looked at.
 int status_of(ErrorKind k) {
   switch (k) {
     case ErrorKind::InvalidArgument:
     case ErrorKind::TypeMismatch: return 422;
-    case ErrorKind::DecodeError: return 400;
+    case ErrorKind::DecodeError:
+    case ErrorKind::UnsupportedFormat: return 400;
     case ErrorKind::TooLarge: return 413;
-    case ErrorKind::UnsupportedFormat: return 415;
     case ErrorKind::Closed: return 503;
     case ErrorKind::NotFound:
     case ErrorKind::Io: return 400;
@@ -79,6 +83,52 @@ std::string media_type(const std::string& content_type) {
   return t;
 }
 
+// Every route and the methods it answers (the 404 message, the 405 Allow headers and the route table derive from it).
+struct Route {
+  const char* path;
+  const char* allow;
+};
+constexpr Route kRoutes[] = {{"/v1/keypoints", "POST"},     {"/v1/keypoints/batch", "POST"}, {"/healthz", "GET, HEAD"},
+                             {"/readyz", "GET, HEAD"},      {"/v1/info", "GET, HEAD"},       {"/metrics", "GET, HEAD"},
+                             {"/openapi.json", "GET, HEAD"}};
+
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes)
+    if (path == r.path) return &r;
+  return nullptr;
+}
+
+std::string route_list() {
+  std::string out;
+  for (const Route& r : kRoutes) {
+    const std::string allow = r.allow;
+    out += (out.empty() ? "" : ", ") + allow.substr(0, allow.find(',')) + " " + r.path;
+  }
+  return out;
+}
+
+// The methods cpp-httplib dispatches to handlers; it answers any other method (TRACE, CONNECT, or a token it does not
+// know) with a bare 400, which install_hooks() turns into 405 + Allow as RFC 9110 §15.5.6 asks.
+bool dispatched_method(const std::string& m) {
+  return m == "GET" || m == "HEAD" || m == "POST" || m == "PUT" || m == "DELETE" || m == "OPTIONS" || m == "PATCH";
+}
+
+// An RFC 9110 method token (tchar+), so that a garbled request line stays a 400.
+bool method_token(const std::string& m) {
+  if (m.empty() || m.size() > 32) return false;
+  return std::all_of(m.begin(), m.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+// "30", "0.05", "1.5": a number as a person types it on the command line.
+std::string plain_number(double x) {
+  std::ostringstream o;
+  o << std::setprecision(15) << x;
+  return o.str();
+}
+
 constexpr const char* kAllowedQuery =
     "max_keypoints, keypoint_threshold, nms_radius, return_descriptors, grayscale, format";
 constexpr const char* kFormHint =
@@ -106,8 +156,9 @@ float parse_float_param(const std::string& name, const std::string& v, const std
   char* end = nullptr;
   errno = 0;
   const float x = std::strtof(v.c_str(), &end);
-  if (v.empty() || std::isspace(static_cast<unsigned char>(v.front())) || end != v.c_str() + v.size() ||
-      errno == ERANGE)
+  // ERANGE on underflow (e.g. 1e-300) still gives the nearest float (0 or a subnormal), a valid threshold; on overflow
+  // x is +-HUGE_VALF, which the range check below refuses by name.
+  if (v.empty() || std::isspace(static_cast<unsigned char>(v.front())) || end != v.c_str() + v.size())
     throw HttpError{422, "InvalidArgument", name + ": '" + v + "' is not a number (allowed: " + range + ")"};
   if (!(x >= 0.0f && x <= 1.0f))  // NaN fails too
     throw HttpError{422, "InvalidArgument", name + ": " + v + " is out of range (allowed: " + range + ")"};
@@ -209,14 +260,14 @@ std::vector<ImagePart> image_parts(const httplib::Request& req, bool batch) {
   return parts;
 }
 
-// Header checks before any pixel is decoded: empty (400), unknown magic (415), corrupt header (400), too many
-// pixels (413).
+// Header checks before any pixel is decoded: empty, unknown magic or corrupt header (400: SPEC's undecodable image;
+// the Content-Type was acceptable, so not 415), too many pixels (413).
 void check_image(const ImagePart& part, std::int64_t max_pixels) {
   if (part.bytes.empty())
     throw HttpError{400, "DecodeError",
                     part.name + " is empty: send the encoded image (" + std::string(supported_formats()) + ")"};
   if (sniff_format(part.bytes) == ImageFormat::Unknown)
-    throw HttpError{415, "UnsupportedFormat",
+    throw HttpError{400, "UnsupportedFormat",
                     part.name + " is not a supported image (supported: " + std::string(supported_formats()) + ")"};
   ImageInfo info;
   try {
@@ -230,6 +281,11 @@ void check_image(const ImagePart& part, std::int64_t max_pixels) {
                     part.name + " is " + std::to_string(info.width) + "x" + std::to_string(info.height) + " = " +
                         std::to_string(pixels) + " pixels, over the limit of " + std::to_string(max_pixels) +
                         " (--max-pixels)"};
+}
+
+// --max-body-mb as given (the bytes are the definition; the flag is MiB).
+std::string max_body_mb(const ServerConfig& c) {
+  return plain_number(static_cast<double>(c.max_body_bytes) / (1024.0 * 1024.0));
 }
 
 // Per connection thread: when the current request's headers arrived and whether it counts as in flight.
@@ -327,10 +383,12 @@ struct HttpServer::Impl {
       throw HttpError{503, "NotReady", "the model is still loading; retry when /readyz returns 200"};
   }
 
+  Clock::time_point deadline_of(Clock::time_point arrived) const {
+    return arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg.timeout_s));
+  }
+
   Slot admit(Clock::time_point arrived) {
-    const auto deadline =
-        arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg.timeout_s));
-    switch (admission.acquire(deadline)) {
+    switch (admission.acquire(deadline_of(arrived))) {
       case Admission::Result::Ok: return Slot(admission, metrics);
       case Admission::Result::Full:
         throw HttpError{503, "Overloaded",
@@ -339,7 +397,7 @@ struct HttpServer::Impl {
       case Admission::Result::TimedOut:
         throw HttpError{
             504, "Timeout",
-            "the request waited longer than " + json(cfg.timeout_s).dump() + " s for a worker (--timeout-s)"};
+            "the request waited longer than " + plain_number(cfg.timeout_s) + " s for a worker (--timeout-s)"};
     }
     throw HttpError{500, "Internal", "unreachable"};
   }
@@ -411,6 +469,11 @@ struct HttpServer::Impl {
         throw HttpError{422, "InvalidArgument",
                         "format: npz is available on /v1/keypoints only; /v1/keypoints/batch answers JSON"};
       const std::vector<ImagePart> parts = image_parts(req, true);
+      // Counted before any part is probed or decoded: a batch holds one worker for all its images.
+      if (parts.size() > static_cast<std::size_t>(cfg.max_batch_parts))
+        throw HttpError{413, "TooLarge",
+                        "the batch has " + std::to_string(parts.size()) + " 'image' fields, over the limit of " +
+                            std::to_string(cfg.max_batch_parts) + " (--max-batch-parts)"};
       std::vector<std::optional<HttpError>> errors(parts.size());
       for (std::size_t i = 0; i < parts.size(); ++i) {
         try {
@@ -424,7 +487,17 @@ struct HttpServer::Impl {
       {
         Slot slot = admit(arrived);
         const double queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
+        const Clock::time_point deadline = deadline_of(arrived);
         for (std::size_t i = 0; i < parts.size(); ++i) {
+          // --timeout-s holds per image: one that would start after the deadline gets 504 instead (for the first,
+          // admit() already checked), so a batch ends within --timeout-s plus one image and the SIGTERM grace holds.
+          if (!errors[i] && i > 0 && Clock::now() >= deadline) {
+            errors[i] = HttpError{504, "Timeout",
+                                  parts[i].name + " did not start within " + plain_number(cfg.timeout_s) +
+                                      " s of the request's arrival (--timeout-s): the batch's earlier images took "
+                                      "the time; send fewer or smaller images per batch"};
+            metrics.observe_image_error(504);
+          }
           if (errors[i]) {
             results.push_back(error_json(*errors[i]));
             continue;
@@ -456,11 +529,8 @@ struct HttpServer::Impl {
       j["threads"] = model_info.threads;
       j["cpu_features"] = model_info.cpu_features;
     }
-    j["limits"] = {{"max_body_bytes", cfg.max_body_bytes},
-                   {"max_pixels", cfg.max_pixels},
-                   {"workers", cfg.workers},
-                   {"queue", cfg.queue},
-                   {"timeout_s", cfg.timeout_s}};
+    j["limits"] = json::object();
+    for (const LimitDoc& l : describe_limits(cfg)) j["limits"][l.key] = l.value;
     j["params"] = {
         {"max_keypoints", {{"default", 1024}, {"min", Params::kMaxKeypointsMin}, {"max", Params::kMaxKeypointsMax}}},
         {"keypoint_threshold", {{"default", 0.005}, {"min", 0}, {"max", 1}}},
@@ -487,35 +557,50 @@ struct HttpServer::Impl {
       r.status = 200;
       r.set_content(metrics.render(cfg.workers, cfg.queue), "text/plain; version=0.0.4; charset=utf-8");
     });
+    http.Get("/openapi.json", [](const httplib::Request&, httplib::Response& r) {
+      r.status = 200;
+      const std::string_view doc = openapi_document();
+      r.set_content(doc.data(), doc.size(), "application/json");
+    });
     // 405 for the known paths with another method (unknown paths fall through to 404 in the error handler).
-    auto not_allowed = [](const char* allow) {
-      return [allow](const httplib::Request& q, httplib::Response& r) {
-        r.set_header("Allow", allow);
-        send_error(r, {405, "MethodNotAllowed",
-                       "method " + q.method + " is not allowed on " + q.path + " (allowed: " + allow + ")"});
-      };
-    };
-    for (const char* p : {"/v1/keypoints", "/v1/keypoints/batch"}) {
-      http.Get(p, not_allowed("POST"));
-      http.Put(p, not_allowed("POST"));
-      http.Patch(p, not_allowed("POST"));
-      http.Delete(p, not_allowed("POST"));
-      http.Options(p, not_allowed("POST"));
-    }
-    for (const char* p : {"/healthz", "/readyz", "/v1/info", "/metrics"}) {
-      http.Post(p, not_allowed("GET, HEAD"));
-      http.Put(p, not_allowed("GET, HEAD"));
-      http.Patch(p, not_allowed("GET, HEAD"));
-      http.Delete(p, not_allowed("GET, HEAD"));
-      http.Options(p, not_allowed("GET, HEAD"));
+    for (const Route& route : kRoutes) {
+      const std::string allow = route.allow;
+      auto handler = [](const httplib::Request& q, httplib::Response& r) { send_not_allowed(q, r); };
+      if (allow.find("GET") == std::string::npos) http.Get(route.path, handler);  // HEAD goes to the GET handlers
+      if (allow.find("POST") == std::string::npos) http.Post(route.path, handler);
+      http.Put(route.path, handler);
+      http.Patch(route.path, handler);
+      http.Delete(route.path, handler);
+      http.Options(route.path, handler);
     }
   }
 
+  // 405 + Allow on a known path, 404 elsewhere. With `close`, "Connection: close" tells the client not to reuse the
+  // connection: for a method httplib does not dispatch, the request body (and, when its parser did not know the
+  // method, the headers) stay unread. httplib 0.11 cannot close from a handler; the connection idles out.
+  static void send_not_allowed(const httplib::Request& q, httplib::Response& r, bool close = false) {
+    // httplib's request-line parser stops before setting `path` when it does not know the method; `target` is set.
+    const std::string path = q.path.empty() ? q.target.substr(0, q.target.find('?')) : q.path;
+    const Route* route = find_route(path);
+    if (close && q.get_header_value("Connection") != "close") r.set_header("Connection", "close");
+    if (route == nullptr) {
+      send_error(r, {404, "NotFound", "no route " + q.method + " " + path + " (routes: " + route_list() + ")"});
+      return;
+    }
+    r.set_header("Allow", route->allow);
+    send_error(r, {405, "MethodNotAllowed",
+                   "method " + q.method + " is not allowed on " + path + " (allowed: " + route->allow + ")"});
+  }
+
   void install_hooks() {
-    http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (t_request.pending) --metrics.in_flight;  // the previous request on this thread ended without a log call
       t_request = {Clock::now(), true, !draining.load()};
       ++metrics.in_flight;
+      if (!dispatched_method(req.method)) {  // TRACE, CONNECT, PRI: httplib would answer a bare 400
+        send_not_allowed(req, res, true);
+        return httplib::Server::HandlerResponse::Handled;
+      }
       return httplib::Server::HandlerResponse::Unhandled;
     });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -532,11 +617,17 @@ struct HttpServer::Impl {
                                                                        httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       HttpError e{res.status, "HttpError", "HTTP error " + std::to_string(res.status)};
+      if (res.status == 400 && !dispatched_method(req.method) && method_token(req.method) &&
+          req.target.rfind('/', 0) == 0 && req.version.rfind("HTTP/1.", 0) == 0) {
+        // A method token httplib's request-line parser does not know ("FOO", "trace"): a well-formed request line
+        // that no route answers, so 405 as for TRACE (see the pre-routing handler), not "malformed". Its headers
+        // and body are unread: the connection closes after the answer.
+        send_not_allowed(req, res, true);
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (res.status == 404) {
         e.type = "NotFound";
-        e.message = "no route " + req.method + " " + req.path +
-                    " (routes: POST /v1/keypoints, POST /v1/keypoints/batch, GET /healthz, GET /readyz, "
-                    "GET /v1/info, GET /metrics)";
+        e.message = "no route " + req.method + " " + req.path + " (routes: " + route_list() + ")";
       } else if (res.status == 413) {
         if (media_type(req.get_header_value("Content-Type")) == "application/x-www-form-urlencoded" &&
             req.get_header_value<std::uint64_t>("Content-Length") <= static_cast<std::uint64_t>(cfg.max_body_bytes)) {
@@ -544,11 +635,14 @@ struct HttpServer::Impl {
         } else {
           e.type = "TooLarge";
           e.message = "the request body is over the limit of " + std::to_string(cfg.max_body_bytes) +
-                      " bytes (--max-body-mb " + json(cfg.max_body_mb).dump() + ")";
+                      " bytes (--max-body-mb " + max_body_mb(cfg) + ")";
         }
       } else if (res.status == 400) {
         e.type = "BadRequest";
-        e.message = "malformed HTTP request (request line, headers or multipart body)";
+        e.message =
+            "malformed HTTP request (request line, headers or multipart body; cpp-httplib also refuses a "
+            "multipart body of more than " +
+            std::to_string(CPPHTTPLIB_MULTIPART_FORM_DATA_FILE_MAX_COUNT) + " parts this way)";
       }
       send_error(res, e);
       return httplib::Server::HandlerResponse::Handled;
@@ -566,14 +660,45 @@ struct HttpServer::Impl {
   }
 };
 
+int resolved_connections(const ServerConfig& c) {
+  return c.connections > 0 ? c.connections : c.workers + c.queue + 16;
+}
+
+std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
+  const std::string conn = c.connections > 0 ? std::to_string(c.connections) : "workers + queue + 16";
+  return {
+      {"max_body_bytes", c.max_body_bytes, "--max-body-mb", max_body_mb(c),
+       "request bodies over this many MiB get 413 without being read"},
+      {"max_pixels", c.max_pixels, "--max-pixels", std::to_string(c.max_pixels),
+       "an image of more pixels (width x height, from its header) gets 413 before any pixel is decoded"},
+      {"max_batch_parts", c.max_batch_parts, "--max-batch-parts", std::to_string(c.max_batch_parts),
+       "a batch of more images gets 413 before any of them is decoded"},
+      // The JPEG decoder's scan limit (src/image) goes here once the library exposes it.
+      {"workers", c.workers, "--workers", std::to_string(c.workers), "image requests processed at once"},
+      {"queue", c.queue, "--queue", std::to_string(c.queue),
+       "requests that may wait for a worker; more get 503 + Retry-After"},
+      {"timeout_s", c.timeout_s, "--timeout-s", plain_number(c.timeout_s),
+       "an image not started this many seconds after its request arrived gets 504 (each image of a batch)"},
+      {"connections", resolved_connections(c), "--connections", conn,
+       "HTTP connection threads; more connections wait in the accept queue"},
+      {"idle_timeout_s", c.idle_timeout_s, "", std::to_string(c.idle_timeout_s),
+       "an idle keep-alive connection is closed after this many seconds"},
+      {"read_timeout_s", c.read_timeout_s, "", std::to_string(c.read_timeout_s),
+       "a client that sends nothing for this many seconds in the middle of a request is dropped"},
+      {"max_header_line_bytes", CPPHTTPLIB_HEADER_MAX_LENGTH, "", std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH),
+       "longest request line or header line (cpp-httplib); longer ones get 400"},
+  };
+}
+
 HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::move(config), metrics_)) {
   Impl& s = *impl_;
-  if (s.cfg.connections <= 0) s.cfg.connections = s.cfg.workers + s.cfg.queue + 16;
+  s.cfg.connections = resolved_connections(s.cfg);
   const auto threads = static_cast<std::size_t>(s.cfg.connections);
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(static_cast<std::size_t>(s.cfg.max_body_bytes));
   s.http.set_keep_alive_max_count(1000000);  // keep-alive connections stay open (load balancers, wrk)
-  s.http.set_keep_alive_timeout(5);
+  s.http.set_keep_alive_timeout(s.cfg.idle_timeout_s);
+  s.http.set_read_timeout(s.cfg.read_timeout_s);
   s.http.set_tcp_nodelay(true);  // responses are written in two sends (headers, body): no Nagle delay
   s.install_routes();
   s.install_hooks();

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan) and runs each for a bounded time.
+#   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]      default 30 s, every harness
+#   harnesses: decode decode_plane http weights hub npz             (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
+# Environment: FUZZ_BUILD_DIR (default build-fuzz/ in the repository), SUPERPOINT_RT_SHARED (images for the seeds,
+# default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS.
+# Each harness runs with -rss_limit_mb=2048 -timeout=10 over its working corpus (FUZZ_BUILD_DIR/fuzz/corpus/<name>,
+# kept between runs), the seeds (regenerated each run) and fuzz/regressions/<name>/, with its dictionary. Printed per
+# harness: executions, coverage (cov: edges, ft: features), corpus size, result. A crash, OOM, timeout or leak
+# copies the input into fuzz/regressions/<name>/ (libFuzzer's name: crash-<sha1>, oom-<sha1>, ...) so that ctest
+# replays it from then on (fuzz_replay_<name>), and the script exits 1 after running the remaining harnesses.
+# Several runs may share the build folder (the configure + build step takes a lock).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+seconds="${1:-30}"
+shift || true
+all=(decode decode_plane http weights hub npz)
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
+for h in "${harnesses[@]}"; do
+  [[ " ${all[*]} " == *" $h "* ]] || { echo "fuzz.sh: unknown harness '$h' (known: ${all[*]})" >&2; exit 2; }
+done
+[[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -ge 1 ] || { echo "fuzz.sh: SECONDS must be a positive integer" >&2; exit 2; }
+build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
+shared="${SUPERPOINT_RT_SHARED:-$root/../shared}"
+python="${FUZZ_PYTHON:-}"
+if [ -z "$python" ]; then
+  if [ -x "$root/.venv/bin/python" ]; then python="$root/.venv/bin/python"; else python=python3; fi
+fi
+mkdir -p "$build"
+
+# Configure + build only the harnesses (not the tests, CLI, benchmarks or Python module). RelWithDebInfo: optimised
+# like the code that ships, with line numbers in the sanitizer reports.
+(
+  flock 9
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" -DSUPERPOINT_RT_FUZZ=ON -DSUPERPOINT_RT_SANITIZE=ON \
+    -DSUPERPOINT_RT_TESTS=OFF -DSUPERPOINT_RT_CLI=OFF -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF >/dev/null
+  CCACHE_BASEDIR="$root" ninja -C "$build" -j"${JOBS:-$(nproc)}" "${harnesses[@]/#/fuzz_}"
+  rm -rf "$build/fuzz/seeds"
+  "$python" "$root/fuzz/make_seeds.py" "$build/fuzz/seeds" --shared "$shared" >/dev/null
+) 9>"$build/.fuzz.lock"
+
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+failed=()
+summary=()
+for h in "${harnesses[@]}"; do
+  corpus="$build/fuzz/corpus/$h"
+  artifacts="$build/fuzz/artifacts/$h"
+  regressions="$root/fuzz/regressions/$h"
+  log="$build/fuzz/logs/$h.log"
+  mkdir -p "$corpus" "$artifacts" "$regressions" "$(dirname "$log")"
+  rm -f "$artifacts"/*
+  dict="$root/fuzz/dict/$h.dict"
+  [ "$h" = decode_plane ] && dict="$root/fuzz/dict/decode.dict"
+  echo "== fuzz_$h: $seconds s (log: $log)"
+  set +e
+  # The outer timeout only guards against a hang of libFuzzer itself; -max_total_time ends a normal run.
+  timeout --kill-after=30 $((seconds + 300)) "$build/fuzz/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    -timeout=10 -dict="$dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+    "$corpus" "$build/fuzz/seeds/$h" "$regressions" >"$log" 2>&1
+  rc=$?
+  set -e
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  last=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)
+  ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)
+  corp=$(grep -o 'corp: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)
+  found=()
+  for a in "$artifacts"/*; do
+    [ -f "$a" ] || continue
+    cp "$a" "$regressions/"
+    found+=("$(basename "$a")")
+  done
+  result=ok
+  if [ ${#found[@]} -gt 0 ] || [ $rc -ne 0 ]; then
+    result="FAILED (exit $rc${found:+; saved ${found[*]} to fuzz/regressions/$h/})"
+    failed+=("$h")
+    grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ_CHECK|SUMMARY' "$log" | head -5 || true
+  fi
+  line=$(printf '%-13s execs %-10s cov %-6s ft %-7s corpus %-6s %s' "$h" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
+    "${corp:-?}" "$result")
+  echo "$line"
+  summary+=("$line")
+done
+
+echo "== fuzz summary ($seconds s per harness)"
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz.sh: failures in ${failed[*]}: reproduce with $build/fuzz/fuzz_<name> fuzz/regressions/<name>/<file>" >&2
+  exit 1
+fi

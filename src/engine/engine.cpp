@@ -223,6 +223,7 @@ void Engine::close() {
   std::lock_guard<std::mutex> p(plans_mu_);
   plans_.clear();
   plan_used_.clear();
+  plan_bytes_ = 0;
 }
 
 std::unique_ptr<engine::Context> Engine::acquire_context() {
@@ -245,20 +246,37 @@ void Engine::release_context(std::unique_ptr<engine::Context> ctx) {
 
 std::shared_ptr<const image::ResizePlan> Engine::resize_plan(int in_w, int in_h) {
   const auto key = std::make_pair(in_w, in_h);
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (auto it = plans_.find(key); it != plans_.end()) {
+      plan_used_[key] = ++plan_clock_;
+      return it->second;
+    }
+  }
+  // Built outside the lock (a large plan takes a while). A size the plan refuses (kMaxResizePlanBytes: extreme
+  // aspect ratios) throws here and leaves nothing behind in the cache.
+  auto plan = std::make_shared<const image::ResizePlan>(in_w, in_h, kNetW, kNetH);
   std::lock_guard<std::mutex> lock(plans_mu_);
-  plan_used_[key] = ++plan_clock_;
-  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
-  // Bounded cache (per-size coefficient tables are small, but sizes are unbounded): evict the least recently used.
+  if (auto it = plans_.find(key); it != plans_.end()) {  // another thread built it meanwhile
+    plan_used_[key] = ++plan_clock_;
+    return it->second;
+  }
+  // Bounded cache (sizes are unbounded): at most kMaxPlans plans and kPlanCacheBytes of plan memory; the least
+  // recently used go first. A plan over the byte budget alone is used without being cached.
   constexpr std::size_t kMaxPlans = 32;
-  if (plans_.size() >= kMaxPlans) {
-    auto oldest = std::min_element(plan_used_.begin(), plan_used_.end(), [&](const auto& a, const auto& b) {
-      return (plans_.count(a.first) ? a.second : UINT64_MAX) < (plans_.count(b.first) ? b.second : UINT64_MAX);
-    });
-    plans_.erase(oldest->first);
+  constexpr std::size_t kPlanCacheBytes = std::size_t{64} << 20;
+  if (plan->bytes > kPlanCacheBytes) return plan;
+  while (!plans_.empty() && (plans_.size() >= kMaxPlans || plan_bytes_ + plan->bytes > kPlanCacheBytes)) {
+    const auto oldest = std::min_element(plan_used_.begin(), plan_used_.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    const auto victim = plans_.find(oldest->first);
+    plan_bytes_ -= victim->second->bytes;
+    plans_.erase(victim);
     plan_used_.erase(oldest);
   }
-  auto plan = std::make_shared<const image::ResizePlan>(in_w, in_h, kNetW, kNetH);
   plans_[key] = plan;
+  plan_used_[key] = ++plan_clock_;
+  plan_bytes_ += plan->bytes;
   return plan;
 }
 

@@ -7,17 +7,21 @@
 // allocation of the process, libpng's / libjpeg's / libtiff's included, whatever their size.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "common/test_util.hpp"
 #include "image/hostile_files.hpp"
 #include "image/resize.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/image.hpp"
+#include "superpoint_rt/superpoint.hpp"
 
 namespace sp = superpoint_rt;
 namespace hf = sprt_hostile;
@@ -331,7 +335,7 @@ TEST(Hostile, ProgressiveJpegCoefficientsAreBounded) {
 
 // Truncated files of a valid image: what they allocate follows what they decoded.
 TEST(Hostile, TruncatedFilesAllocateWhatTheyDecoded) {
-  hf::Bytes png = hf::png(12000, 12000, 8, 2, 0, hf::zero_rows(12000, 36000));  // 432 MB of pixels, ~420 KB
+  hf::Bytes png = hf::png(8000, 8000, 8, 2, 0, hf::zero_rows(8000, 24000));  // 192 MB of pixels, ~190 KB
   ASSERT_LE(png.size(), std::size_t{1} << 20);
   png.resize(png.size() / 50);  // about 2% of the rows
   const Outcome o = decode(png, "cut.png");
@@ -342,4 +346,53 @@ TEST(Hostile, TruncatedFilesAllocateWhatTheyDecoded) {
   const Outcome j = decode(jpg, "cut.jpg");
   EXPECT_FALSE(j.ok);
   expect_bounded(j, "truncated JPEG");
+}
+
+// The resize's vertical intermediate is a window once ybox rows x out_w pass kResizeWindowBytes: bit-identical to
+// the reference (which keeps every row), for tall shapes where rows move to the window's front many times.
+TEST(Hostile, ResizeWindowEqualsReference) {
+  namespace im = superpoint_rt::image;
+  for (const auto& [w, h, ow, oh] : {std::array{37, 30000, 640, 480}, std::array{700, 9000, 640, 480},
+                                     std::array{200, 100000, 64, 48}, std::array{640, 12000, 640, 7}}) {
+    std::vector<std::uint8_t> src(static_cast<std::size_t>(w) * h);
+    std::uint32_t x = 12345u + static_cast<std::uint32_t>(w);
+    for (auto& v : src) {
+      x = x * 1664525u + 1013904223u;
+      v = static_cast<std::uint8_t>(x >> 24);
+    }
+    const im::ResizePlan plan(w, h, ow, oh);
+    ASSERT_LT(im::resize_window_rows(plan), plan.ybox_last - plan.ybox_first) << w << "x" << h;
+    std::vector<std::uint8_t> fast(static_cast<std::size_t>(ow) * oh), ref(fast.size());
+    im::ResizeScratch s1, s2;
+    im::resize_plane(plan, src.data(), w, 1, fast.data(), s1);
+    im::resize_plane_reference(plan, src.data(), w, 1, ref.data(), s2);
+    EXPECT_EQ(fast, ref) << w << "x" << h << " -> " << ow << "x" << oh;
+    EXPECT_LE(s1.tmp.size(), static_cast<std::size_t>(im::resize_window_rows(plan)) * im::resize_tmp_stride(plan));
+  }
+}
+
+// The engine's plan cache: a size whose plan is refused leaves nothing behind (before: a use-clock entry per size,
+// forever), and the request fails by name within the memory bound (before: ~680 MB resident for a 19.5 KB PNG).
+TEST(Hostile, EngineRefusesExtremeAspectRatiosWithoutCaching) {
+  sp::Options o;
+  o.model = sprt_test::weights_dir();
+  o.threads = 1;
+  o.warmup = sp::WarmupSpec::minimal();
+  sp::SuperPoint model = sp::SuperPoint::from_pretrained(o);
+  const auto wide = [](std::uint32_t w) { return hf::png(w, 1, 8, 0, 0, hf::zero_rows(1, w)); };
+  const hf::Bytes first = wide(20000000);
+  const Outcome o1 = measure([&] {
+    (void)model.run(sp::ImageInput::bytes(first, "wide.png"), sp::Params{});
+    return std::int64_t{0};
+  });
+  EXPECT_EQ(o1.kind, sp::ErrorKind::TooLarge) << o1.message;
+  EXPECT_NE(o1.message.find("kMaxResizePlanBytes"), std::string::npos) << o1.message;
+  EXPECT_LE(o1.peak, 20000000 + kBound) << o1.message;
+  std::vector<hf::Bytes> files;
+  for (std::uint32_t i = 1; i <= 4; ++i) files.push_back(wide(20000000 + i));
+  const std::int64_t before = g_in_use.load();
+  for (const hf::Bytes& f : files) {
+    EXPECT_THROW((void)model.run(sp::ImageInput::bytes(f, "wide.png"), sp::Params{}), sp::Error);
+  }
+  EXPECT_EQ(g_in_use.load(), before) << "refused sizes left memory behind";
 }

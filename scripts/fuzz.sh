@@ -3,7 +3,10 @@
 #   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]      default 30 s, every harness
 #   harnesses: decode decode_plane http weights hub npz             (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
 # Environment: FUZZ_BUILD_DIR (default build-fuzz/ in the repository), SUPERPOINT_RT_SHARED (images for the seeds,
-# default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS.
+# default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS,
+# FUZZ_SAVE_DIR (where failing inputs are copied, as <dir>/<name>/; default fuzz/regressions),
+# FUZZ_KEEP_GOING=1 (campaigns: libFuzzer's fork mode, which records each crash, OOM or timeout and goes on fuzzing
+# instead of stopping at the first; the exit status is still 1 when any was found).
 # Each harness runs with -rss_limit_mb=2048 -timeout=10 over its working corpus (FUZZ_BUILD_DIR/fuzz/corpus/<name>,
 # kept between runs), the seeds (regenerated each run) and fuzz/regressions/<name>/, with its dictionary. Printed per
 # harness: executions, coverage (cov: edges, ft: features), corpus size, result. A crash, OOM, timeout or leak
@@ -22,6 +25,9 @@ for h in "${harnesses[@]}"; do
 done
 [[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -ge 1 ] || { echo "fuzz.sh: SECONDS must be a positive integer" >&2; exit 2; }
 build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
+save="${FUZZ_SAVE_DIR:-$root/fuzz/regressions}"
+mode=()
+[ "${FUZZ_KEEP_GOING:-0}" = 1 ] && mode=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
 shared="${SUPERPOINT_RT_SHARED:-$root/../shared}"
 python="${FUZZ_PYTHON:-}"
 if [ -z "$python" ]; then
@@ -55,8 +61,9 @@ for h in "${harnesses[@]}"; do
   corpus="$build/fuzz/corpus/$h"
   artifacts="$build/fuzz/artifacts/$h"
   regressions="$root/fuzz/regressions/$h"
+  saved="$save/$h"
   log="$build/fuzz/logs/$h.log"
-  mkdir -p "$corpus" "$artifacts" "$regressions" "$(dirname "$log")"
+  mkdir -p "$corpus" "$artifacts" "$regressions" "$saved" "$(dirname "$log")"
   rm -f "$artifacts"/*
   dict="$root/fuzz/dict/$h.dict"
   [ "$h" = decode_plane ] && dict="$root/fuzz/dict/decode.dict"
@@ -64,29 +71,32 @@ for h in "${harnesses[@]}"; do
   set +e
   # The outer timeout only guards against a hang of libFuzzer itself; -max_total_time ends a normal run.
   timeout --kill-after=30 $((seconds + 300)) "$build/fuzz/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 \
-    -timeout=10 -dict="$dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+    -timeout=10 -dict="$dict" -artifact_prefix="$artifacts/" -print_final_stats=1 "${mode[@]}" \
     "$corpus" "$build/fuzz/seeds/$h" "$regressions" >"$log" 2>&1
   rc=$?
   set -e
+  # Stats: the last status line (#<runs> ... cov: ft: corp:), whose run count fork mode also prints as "#<runs>:".
+  last=$(grep -E '^#[0-9]+:?[[:space:]].*cov: ' "$log" | tail -1)
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  last=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1)
+  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+' <<<"$last" | tr -d '#')
+  crashes=$(grep -oE 'oom/timeout/crash: [0-9]+/[0-9]+/[0-9]+' <<<"$last" | cut -d' ' -f2 || true)
   cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)
   ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)
   corp=$(grep -o 'corp: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)
   found=()
   for a in "$artifacts"/*; do
     [ -f "$a" ] || continue
-    cp "$a" "$regressions/"
+    cp "$a" "$saved/"
     found+=("$(basename "$a")")
   done
   result=ok
   if [ ${#found[@]} -gt 0 ] || [ $rc -ne 0 ]; then
-    result="FAILED (exit $rc${found:+; saved ${found[*]} to fuzz/regressions/$h/})"
+    result="FAILED (exit $rc${found:+; ${#found[@]} input(s) saved to $saved/: ${found[*]}})"
     failed+=("$h")
     grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ_CHECK|SUMMARY' "$log" | head -5 || true
   fi
-  line=$(printf '%-13s execs %-10s cov %-6s ft %-7s corpus %-6s %s' "$h" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
-    "${corp:-?}" "$result")
+  line=$(printf '%-13s execs %-10s cov %-6s ft %-7s corpus %-6s %s%s' "$h" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
+    "${corp:-?}" "${crashes:+oom/timeout/crash $crashes }" "$result")
   echo "$line"
   summary+=("$line")
 done

@@ -47,8 +47,12 @@ mkdir -p "$build"
     -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" -DSUPERPOINT_RT_FUZZ=ON -DSUPERPOINT_RT_SANITIZE=ON \
     -DSUPERPOINT_RT_TESTS=OFF -DSUPERPOINT_RT_CLI=OFF -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF >/dev/null
   CCACHE_BASEDIR="$root" ninja -C "$build" -j"${JOBS:-$(nproc)}" "${harnesses[@]/#/fuzz_}"
-  rm -rf "$build/fuzz/seeds"
-  "$python" "$root/fuzz/make_seeds.py" "$build/fuzz/seeds" --shared "$shared" >/dev/null
+  # The seeds are remade when the generator changed (not under a harness that is reading them: runs may overlap).
+  if [ ! -f "$build/fuzz/seeds/.stamp" ] || [ "$root/fuzz/make_seeds.py" -nt "$build/fuzz/seeds/.stamp" ]; then
+    rm -rf "$build/fuzz/seeds"
+    "$python" "$root/fuzz/make_seeds.py" "$build/fuzz/seeds" --shared "$shared" >/dev/null
+    touch "$build/fuzz/seeds/.stamp"
+  fi
 ) 9>"$build/.fuzz.lock"
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"

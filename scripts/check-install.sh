@@ -110,7 +110,7 @@ if [ -n "$lib" ]; then
     fail "$cli loads libsuperpoint_rt from '$resolved', not the installed $lib (RPATH: $(readelf -d "$cli" | grep -E 'R(UN)?PATH' || echo none))"
 fi
 info="$("$cli" info --weights "$weights" --local-files-only)" || fail "superpoint-rt info failed:"$'\n'"$info"
-grep -E '^(superpoint-rt|backend|weights):' <<<"$info"
+grep -E '^(superpoint-rt |backend:|weights:)' <<<"$info"
 
 ex="$root/examples/cpp"
 check_output() {  # name, program output: the program printed the version and some keypoints

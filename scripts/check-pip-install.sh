@@ -3,7 +3,8 @@
 # pybind11 and numpy come from PyPI), then the quickstart example from another directory, then the check that the
 # package imports with numpy only. Called by scripts/test.sh.
 #   bash scripts/check-pip-install.sh [VENV_DIR]      (default: a temporary folder, removed at the end)
-# Environment: PYTHON (default /usr/bin/python3), JOBS (build parallelism, default nproc), KEEP_VENV=1 keeps it.
+# Environment: PYTHON (default /usr/bin/python3), JOBS (build parallelism, default nproc), KEEP_VENV=1 keeps it,
+# INSTALL_FROM (what pip installs: default the checkout; scripts/check-wheel.sh gives a built wheel).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="${PYTHON:-/usr/bin/python3}"
@@ -21,10 +22,11 @@ rm -rf "$venv"
 "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 
-echo "== pip install $root"
+src="${INSTALL_FROM:-$root}"
+echo "== pip install $src"
 # The build uses the project's CMake (scikit-build-core); its build folder is build-pip/ in the checkout, so a second
 # run is incremental.
-CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" "$venv/bin/python" -m pip install -q --disable-pip-version-check "$root"
+CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" "$venv/bin/python" -m pip install -q --disable-pip-version-check "$src"
 
 echo "== quickstart from another directory"
 cd "$work"

@@ -8,8 +8,9 @@
 # FUZZ_KEEP_GOING=1 (campaigns: libFuzzer's fork mode, which records each crash, OOM or timeout and goes on fuzzing
 # instead of stopping at the first; the exit status is still 1 when any was found).
 # Each harness runs with -rss_limit_mb=2048 -timeout=10 (and -malloc_limit_mb=256 for the image harnesses) over
-# its working corpus (FUZZ_BUILD_DIR/fuzz/corpus/<name>, kept between runs), the seeds (regenerated each run) and fuzz/regressions/<name>/, with its dictionary. Printed per
-# harness: executions, coverage (cov: edges, ft: features), corpus size, result. A crash, OOM, timeout or leak
+# its working corpus (FUZZ_BUILD_DIR/fuzz/corpus/<name>, kept between runs), the seeds (remade when the generator
+# changes) and fuzz/regressions/<name>/, with its dictionary. Printed per harness: executions, coverage (cov: edges,
+# ft: features), corpus size, result. A crash, OOM, timeout or leak
 # copies the input into fuzz/regressions/<name>/ (libFuzzer's name: crash-<sha1>, oom-<sha1>, ...) so that ctest
 # replays it from then on (fuzz_replay_<name>), and the script exits 1 after running the remaining harnesses.
 # Several runs may share the build folder (the configure + build step takes a lock).
@@ -81,8 +82,7 @@ for h in "${harnesses[@]}"; do
   # The outer timeout only guards against a hang of libFuzzer itself; -max_total_time ends a normal run.
   timeout --kill-after=30 $((seconds + 300)) "$build/fuzz/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 \
     -malloc_limit_mb="$malloc_limit" -timeout=10 -dict="$dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
-    "${mode[@]}" \
-    "$corpus" "$build/fuzz/seeds/$h" "$regressions" >"$log" 2>&1
+    "${mode[@]}" "$corpus" "$build/fuzz/seeds/$h" "$regressions" >"$log" 2>&1
   rc=$?
   set -e
   # Stats: the last status line (#<runs> ... cov: ft: corp:), whose run count fork mode also prints as "#<runs>:".

@@ -637,6 +637,10 @@ struct HttpServer::Impl {
           e.message = "the request body is over the limit of " + std::to_string(cfg.max_body_bytes) +
                       " bytes (--max-body-mb " + max_body_mb(cfg) + ")";
         }
+      } else if (res.status == 414) {
+        e.type = "UriTooLong";
+        e.message = "the request line is over the limit of " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
+                    " bytes (max_header_line_bytes)";
       } else if (res.status == 400) {
         e.type = "BadRequest";
         e.message =
@@ -660,6 +664,9 @@ struct HttpServer::Impl {
   }
 };
 
+static_assert(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH == CPPHTTPLIB_HEADER_MAX_LENGTH,
+              "describe_limits() reports one max_header_line_bytes for both");
+
 int resolved_connections(const ServerConfig& c) {
   return c.connections > 0 ? c.connections : c.workers + c.queue + 16;
 }
@@ -673,7 +680,13 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        "an image of more pixels (width x height, from its header) gets 413 before any pixel is decoded"},
       {"max_batch_parts", c.max_batch_parts, "--max-batch-parts", std::to_string(c.max_batch_parts),
        "a batch of more images gets 413 before any of them is decoded"},
-      // The JPEG decoder's scan limit (src/image) goes here once the library exposes it.
+      // The decoders' own bounds (include/superpoint_rt/image.hpp, docs/LIMITS.md): fixed, answered with 413.
+      {"max_jpeg_scans", kMaxJpegScans, "", std::to_string(kMaxJpegScans),
+       "a progressive JPEG with more scans gets 413 (each scan is a pass over all its coefficients)"},
+      {"decode_work_bytes", kDecodeWorkBytes, "", std::to_string(kDecodeWorkBytes),
+       "a decoder's working memory for an image of up to 1 MiB; needing more gets 413"},
+      {"decode_work_bytes_per_input_byte", kDecodeWorkBytesPerInputByte, "",
+       std::to_string(kDecodeWorkBytesPerInputByte), "more working memory allowed per input byte past the first MiB"},
       {"workers", c.workers, "--workers", std::to_string(c.workers), "image requests processed at once"},
       {"queue", c.queue, "--queue", std::to_string(c.queue),
        "requests that may wait for a worker; more get 503 + Retry-After"},
@@ -685,8 +698,10 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        "an idle keep-alive connection is closed after this many seconds"},
       {"read_timeout_s", c.read_timeout_s, "", std::to_string(c.read_timeout_s),
        "a client that sends nothing for this many seconds in the middle of a request is dropped"},
+      // httplib checks the request line against CPPHTTPLIB_REQUEST_URI_MAX_LENGTH, the headers against
+      // CPPHTTPLIB_HEADER_MAX_LENGTH; static_assert below keeps "one number" true.
       {"max_header_line_bytes", CPPHTTPLIB_HEADER_MAX_LENGTH, "", std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH),
-       "longest request line or header line (cpp-httplib); longer ones get 400"},
+       "longest request line (longer: 414) or header line (longer: 400), cpp-httplib's build"},
   };
 }
 

@@ -3,7 +3,11 @@
 
     PYTHONPATH=build/python/stage bench/.venv/bin/python bench/quality.py [--pairs 132] [--seed 0]
         [--precisions fp32,bf16,int8] [--no-reference] [--shared ../shared] [--threads N] [--json PATH]
-        [--calibration IMAGE]...
+        [--calibration IMAGE]... [--ours-python PYTHON]
+
+--ours-python runs this library's rows in another interpreter (a worker process per precision): the extension
+staged by the CMake build links Debian's pybind11 2.10, which misreads numpy 2 arrays (bench/.venv has numpy 2), so
+with that build pass --ours-python .venv/bin/python (the test venv, numpy 1.24). A `pip install .` build needs none.
 
 Pairs: every image of SHARED/images (sorted by name) is read as Pillow's luma ("L"), resized (Pillow bilinear,
 antialiased when shrinking) so that it covers 640x480, and centre-cropped to 640x480 (image 1). Pair i uses image
@@ -207,7 +211,7 @@ def extract_ours(precision, images, weights, threads, calibration, python, tmp):
            "--threads", str(threads)] + [x for c in calibration for x in ("--calibration", c)]
     r = subprocess.run(cmd, env=os.environ.copy())
     if r.returncode != 0:
-        fail(f"the {precision} worker ({python}) failed with exit code {r.returncode}", 1)
+        fail(f"the {precision} worker ({python}) failed with exit code {r.returncode}", r.returncode)
     with open(dst + ".json") as f:
         meta = json.load(f)
     if meta["reason"]:
@@ -364,7 +368,7 @@ def main(argv=None) -> int:
         fail(f"no weights in {weights} (--shared or $SUPERPOINT_RT_SHARED)")
 
     ranges = Q.HomographyRanges()
-    t0 = time.time()
+    t_start = time.time()
     frames, pairs = make_pairs(a.shared, a.pairs, a.seed, ranges)
     print(f"{len(pairs)} pairs from {len(frames)} images, seed {a.seed}, homography ranges {ranges.to_dict()}",
           file=sys.stderr)
@@ -375,9 +379,9 @@ def main(argv=None) -> int:
         for name in ([] if a.no_reference else [REFERENCE]) + precisions:
             if name == REFERENCE:
                 run, info = reference_model(a.shared, weights, a.threads)
-                t0 = time.perf_counter()
+                t_row = time.perf_counter()
                 feats = [run(img) for img in images]
-                secs, reason = (time.perf_counter() - t0) / len(images), None
+                secs, reason = (time.perf_counter() - t_row) / len(images), None
             else:
                 feats, info, secs, reason = extract_ours(name, images, weights, a.threads, a.calibration,
                                                          a.ours_python, tmp)
@@ -403,7 +407,7 @@ def main(argv=None) -> int:
             print(f"targets {n}: {'PASS' if t['pass'] else 'FAIL: ' + '; '.join(failed)}")
     if a.json:
         doc = {"command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
-               "machine": machine(), "seconds": time.time() - t0,
+               "machine": machine(), "seconds": time.time() - t_start,
                "protocol": {"seed": a.seed, "pairs": len(pairs), "images": sorted(frames),
                             "frame": [Q.FRAME_W, Q.FRAME_H], "homography_ranges": ranges.to_dict(),
                             "repeatability_top_k": Q.REPEATABILITY_TOP_K, "repeatability_eps": Q.REPEATABILITY_EPS,

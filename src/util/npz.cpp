@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,13 @@
 
 namespace superpoint_rt::util {
 namespace {
+
+// numpy's own limit on the number of dimensions (NPY_MAXDIMS is 32 in numpy 1.x, 64 in 2.x).
+constexpr std::size_t kNpyMaxDims = 64;
+// The largest member parse_npz reads: zlib's counters are 32-bit (uInt).
+constexpr std::uint64_t kNpzMaxMemberBytes = std::numeric_limits<uInt>::max();
+// Deflate's largest expansion: one 258-byte match per 2 bits at best, so about 1032:1 (zlib's zlib_tech.html).
+constexpr std::uint64_t kDeflateMaxRatio = 1032;
 
 [[noreturn]] void bad(const std::string& source, const std::string& what) {
   throw Error(ErrorKind::DecodeError, source + ": not a valid npy/npz file: " + what);
@@ -51,7 +59,14 @@ float half_to_float(std::uint16_t h) {
 
 template <class Out>
 std::vector<Out> convert(const NpyArray& a) {
-  const std::size_t n = static_cast<std::size_t>(a.size());
+  const std::size_t item = item_size(a.dtype);
+  if (item == 0) throw Error(ErrorKind::InvalidArgument, "npy array: unsupported dtype '" + a.dtype + "'");
+  const auto n = static_cast<std::size_t>(a.size());
+  // from_bytes() takes the shape and the bytes separately: never read past the bytes.
+  if (a.data.size() / item < n || a.data.size() != n * item)
+    throw Error(ErrorKind::InvalidArgument, "npy array: " + std::to_string(a.data.size()) + " bytes of dtype " +
+                                                a.dtype + " do not hold the " + std::to_string(n) +
+                                                " elements of its shape");
   std::vector<Out> out(n);
   const std::uint8_t* p = a.data.data();
   const std::string& d = a.dtype;
@@ -100,7 +115,12 @@ void put32(std::vector<std::uint8_t>& b, std::uint32_t v) {
 
 std::int64_t NpyArray::size() const {
   std::int64_t n = 1;
-  for (auto s : shape) n *= s;
+  for (auto s : shape) {
+    if (s < 0) throw Error(ErrorKind::InvalidArgument, "npy array: negative dimension " + std::to_string(s));
+    if (s != 0 && n > std::numeric_limits<std::int64_t>::max() / s)
+      throw Error(ErrorKind::InvalidArgument, "npy array: the element count of its shape overflows int64");
+    n *= s;
+  }
   return n;
 }
 std::vector<float> NpyArray::as_float() const {
@@ -208,60 +228,92 @@ std::vector<std::uint8_t> npz_bytes(const std::map<std::string, NpyArray>& array
 }
 
 NpyArray parse_npy(const std::uint8_t* p, std::size_t n, const std::string& source) {
+  // Every size below comes from the file: each one is checked against the bytes that are there before it is used,
+  // with arithmetic that cannot wrap (sizes are compared by subtraction from n).
   if (n < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) bad(source, "missing \\x93NUMPY magic");
   const int major = p[6];
   std::size_t hlen = 0, pre = 0;
   if (major == 1) {
     hlen = rd<std::uint16_t>(p + 8);
     pre = 10;
-  } else {
+  } else if (major == 2 || major == 3) {
     if (n < 12) bad(source, "short header");
     hlen = rd<std::uint32_t>(p + 8);
     pre = 12;
+  } else {
+    bad(source, "format version " + std::to_string(major) + " is not 1, 2 or 3");
   }
-  if (pre + hlen > n) bad(source, "header past the end");
+  if (hlen > n - pre)
+    bad(source, "header of " + std::to_string(hlen) + " bytes runs past the end (" + std::to_string(n) + " bytes)");
   const std::string h(reinterpret_cast<const char*>(p + pre), hlen);
   NpyArray a;
+  // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }
   const auto dpos = h.find("'descr'");
-  if (dpos == std::string::npos) bad(source, "no descr");
-  const auto q1 = h.find('\'', h.find(':', dpos));
-  const auto q2 = h.find('\'', q1 + 1);
+  const auto colon = dpos == std::string::npos ? dpos : h.find(':', dpos);
+  const auto q1 = colon == std::string::npos ? colon : h.find('\'', colon);
+  const auto q2 = q1 == std::string::npos ? q1 : h.find('\'', q1 + 1);
+  if (q2 == std::string::npos) bad(source, "no 'descr' string in the header");
   std::string descr = h.substr(q1 + 1, q2 - q1 - 1);
   if (!descr.empty() && (descr[0] == '<' || descr[0] == '|' || descr[0] == '=')) descr = descr.substr(1);
   if (!descr.empty() && descr[0] == '>') bad(source, "big-endian arrays are not supported");
   if (descr == "?") descr = "b1";
-  if (item_size(descr) == 0) bad(source, "unsupported dtype " + descr);
+  const std::size_t item = item_size(descr);
+  if (item == 0) bad(source, "unsupported dtype '" + descr + "'");
   a.dtype = descr;
   if (h.find("'fortran_order': True") != std::string::npos) bad(source, "fortran order is not supported");
-  const auto spos = h.find('(', h.find("'shape'"));
-  const auto send = h.find(')', spos);
-  std::string dims = h.substr(spos + 1, send - spos - 1);
+  const auto shape_key = h.find("'shape'");
+  const auto spos = shape_key == std::string::npos ? shape_key : h.find('(', shape_key);
+  const auto send = spos == std::string::npos ? spos : h.find(')', spos);
+  if (send == std::string::npos) bad(source, "no 'shape' tuple in the header");
+  const std::string dims = h.substr(spos + 1, send - spos - 1);
   std::size_t i = 0;
   while (i < dims.size()) {
     while (i < dims.size() && (dims[i] == ' ' || dims[i] == ',')) ++i;
     if (i >= dims.size()) break;
     std::size_t j = i;
-    while (j < dims.size() && dims[j] >= '0' && dims[j] <= '9') ++j;
-    if (j == i) bad(source, "bad shape");
-    a.shape.push_back(std::stoll(dims.substr(i, j - i)));
+    std::uint64_t d = 0;
+    for (; j < dims.size() && dims[j] >= '0' && dims[j] <= '9'; ++j) {
+      const auto digit = static_cast<std::uint64_t>(dims[j] - '0');
+      if (d > (static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) - digit) / 10)
+        bad(source, "dimension " + dims.substr(i, j + 1 - i) + "... is larger than int64");
+      d = d * 10 + digit;
+    }
+    if (j == i) bad(source, "bad shape (" + dims + ")");
+    if (a.shape.size() == kNpyMaxDims) bad(source, "more than " + std::to_string(kNpyMaxDims) + " dimensions");
+    a.shape.push_back(static_cast<std::int64_t>(d));
     i = j;
   }
-  const std::size_t bytes = static_cast<std::size_t>(a.size()) * item_size(descr);
-  if (pre + hlen + bytes > n) bad(source, "data shorter than the shape");
+  // The data must hold product(shape) * item bytes: each dimension is checked against the bytes left, so neither the
+  // product nor the byte count can overflow, and nothing is allocated beyond the file's own bytes.
+  const std::size_t avail = n - pre - hlen;
+  std::size_t bytes = 0;
+  if (std::find(a.shape.begin(), a.shape.end(), 0) == a.shape.end()) {
+    std::size_t elems = 1;
+    for (const std::int64_t d : a.shape) {
+      if (static_cast<std::uint64_t>(d) > avail / item / elems)
+        bad(source, "shape (" + dims + ") of dtype " + descr + " needs more than the " + std::to_string(avail) +
+                        " data bytes in the file");
+      elems *= static_cast<std::size_t>(d);
+    }
+    bytes = elems * item;
+  }
   a.data.assign(p + pre + hlen, p + pre + hlen + bytes);
   return a;
 }
 
 std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, const std::string& source) {
-  // Walk the central directory (authoritative sizes, zip64 aware), then read each member's data.
-  if (z.size() < 22) bad(source, "too short for a zip file");
+  // Walk the central directory (authoritative sizes, zip64 aware), then read each member's data. Every offset and
+  // size is a file field: `fits(off, len)` checks [off, off + len) against the file without wrapping.
+  const std::size_t size = z.size();
+  auto fits = [size](std::uint64_t off, std::uint64_t len) { return off <= size && len <= size - off; };
+  if (size < 22) bad(source, "too short for a zip file");
   std::size_t eocd = std::string::npos;
-  for (std::size_t i = z.size() - 22 + 1; i-- > 0;) {
+  for (std::size_t i = size - 22 + 1; i-- > 0;) {
     if (rd<std::uint32_t>(&z[i]) == 0x06054b50u) {
       eocd = i;
       break;
     }
-    if (z.size() - i > 22 + 65535) break;
+    if (size - i > 22 + 65535) break;
   }
   if (eocd == std::string::npos) bad(source, "no end-of-central-directory record");
   std::uint64_t entries = rd<std::uint16_t>(&z[eocd + 10]);
@@ -269,65 +321,89 @@ std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, co
   if (cd_off == 0xFFFFFFFFu || entries == 0xFFFFu) {  // zip64 end of central directory
     if (eocd < 20 || rd<std::uint32_t>(&z[eocd - 20]) != 0x07064b50u) bad(source, "missing zip64 locator");
     const std::uint64_t z64 = rd<std::uint64_t>(&z[eocd - 20 + 8]);
-    if (z64 + 56 > z.size() || rd<std::uint32_t>(&z[z64]) != 0x06064b50u) bad(source, "bad zip64 record");
+    if (!fits(z64, 56) || rd<std::uint32_t>(&z[z64]) != 0x06064b50u) bad(source, "bad zip64 record");
     entries = rd<std::uint64_t>(&z[z64 + 32]);
     cd_off = rd<std::uint64_t>(&z[z64 + 48]);
   }
   std::map<std::string, NpyArray> out;
-  std::size_t p = static_cast<std::size_t>(cd_off);
+  std::uint64_t p = cd_off;
   for (std::uint64_t e = 0; e < entries; ++e) {
-    if (p + 46 > z.size() || rd<std::uint32_t>(&z[p]) != 0x02014b50u) bad(source, "bad central directory");
+    if (!fits(p, 46) || rd<std::uint32_t>(&z[p]) != 0x02014b50u)
+      bad(source, "bad central directory entry " + std::to_string(e) + " at offset " + std::to_string(p));
     const std::uint16_t method = rd<std::uint16_t>(&z[p + 10]);
+    const std::uint32_t crc = rd<std::uint32_t>(&z[p + 16]);
     std::uint64_t csize = rd<std::uint32_t>(&z[p + 20]);
     std::uint64_t usize = rd<std::uint32_t>(&z[p + 24]);
     const std::uint16_t nlen = rd<std::uint16_t>(&z[p + 28]);
     const std::uint16_t xlen = rd<std::uint16_t>(&z[p + 30]);
     const std::uint16_t clen = rd<std::uint16_t>(&z[p + 32]);
     std::uint64_t loff = rd<std::uint32_t>(&z[p + 42]);
-    if (p + 46 + nlen + xlen > z.size()) bad(source, "central entry past the end");
+    if (!fits(p + 46, std::uint64_t{nlen} + xlen + clen)) bad(source, "central entry past the end");
     std::string name(reinterpret_cast<const char*>(&z[p + 46]), nlen);
     // zip64 extra field: the 0xFFFFFFFF fields in order usize, csize, offset
-    for (std::size_t x = p + 46 + nlen; x + 4 <= p + 46 + nlen + xlen;) {
+    const std::uint64_t xend = p + 46 + nlen + xlen;
+    for (std::uint64_t x = p + 46 + nlen; x + 4 <= xend;) {
       const std::uint16_t id = rd<std::uint16_t>(&z[x]);
       const std::uint16_t len = rd<std::uint16_t>(&z[x + 2]);
+      const std::uint64_t fend = std::min<std::uint64_t>(x + 4 + len, xend);  // a field cut by the extra's end
       if (id == 1) {
-        std::size_t q = x + 4;
-        if (usize == 0xFFFFFFFFu && q + 8 <= x + 4 + len) {
+        std::uint64_t q = x + 4;
+        if (usize == 0xFFFFFFFFu && q + 8 <= fend) {
           usize = rd<std::uint64_t>(&z[q]);
           q += 8;
         }
-        if (csize == 0xFFFFFFFFu && q + 8 <= x + 4 + len) {
+        if (csize == 0xFFFFFFFFu && q + 8 <= fend) {
           csize = rd<std::uint64_t>(&z[q]);
           q += 8;
         }
-        if (loff == 0xFFFFFFFFu && q + 8 <= x + 4 + len) {
+        if (loff == 0xFFFFFFFFu && q + 8 <= fend) {
           loff = rd<std::uint64_t>(&z[q]);
         }
       }
       x += 4u + len;
     }
-    p += 46u + nlen + xlen + clen;
-    if (loff + 30 > z.size() || rd<std::uint32_t>(&z[loff]) != 0x04034b50u) bad(source, "bad local header");
-    const std::size_t data =
-        static_cast<std::size_t>(loff) + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
-    if (data + csize > z.size()) bad(source, "member " + name + " past the end");
+    p += 46u + std::uint64_t{nlen} + xlen + clen;
+    if (!fits(loff, 30) || rd<std::uint32_t>(&z[loff]) != 0x04034b50u)
+      bad(source, "member " + name + ": bad local header at offset " + std::to_string(loff));
+    const std::uint64_t data = loff + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
+    if (!fits(data, csize))
+      bad(source, "member " + name + ": " + std::to_string(csize) + " bytes at offset " + std::to_string(data) +
+                      " run past the end (" + std::to_string(size) + " bytes)");
+    // zlib counts in uInt (32 bits); numpy writes members that large only for arrays over 4 GiB.
+    if (csize > kNpzMaxMemberBytes || usize > kNpzMaxMemberBytes)
+      bad(source, "member " + name + " of " + std::to_string(std::max(csize, usize)) + " bytes is over the limit of " +
+                      std::to_string(kNpzMaxMemberBytes) + " bytes");
     std::vector<std::uint8_t> body;
+    const std::uint8_t* in = z.data() + static_cast<std::size_t>(data);
     if (method == 0) {
-      body.assign(z.begin() + static_cast<std::ptrdiff_t>(data), z.begin() + static_cast<std::ptrdiff_t>(data + csize));
+      if (usize != csize)
+        bad(source, "stored member " + name + " has sizes " + std::to_string(csize) + " and " + std::to_string(usize));
+      body.assign(in, in + csize);
     } else if (method == 8) {
+      // Deflate expands at most 1032:1: a larger uncompressed size is a lie, refused before allocating it.
+      if (usize / kDeflateMaxRatio > csize)
+        bad(source, "member " + name + ": " + std::to_string(csize) + " compressed bytes cannot inflate to " +
+                        std::to_string(usize));
       body.resize(static_cast<std::size_t>(usize));
       z_stream s{};
       if (inflateInit2(&s, -MAX_WBITS) != Z_OK) bad(source, "inflate init");
-      s.next_in = const_cast<Bytef*>(&z[data]);
+      s.next_in = const_cast<Bytef*>(in);
       s.avail_in = static_cast<uInt>(csize);
       s.next_out = body.data();
       s.avail_out = static_cast<uInt>(body.size());
       const int rc = inflate(&s, Z_FINISH);
+      const uLong produced = s.total_out;
       inflateEnd(&s);
-      if (rc != Z_STREAM_END) bad(source, "member " + name + " does not inflate");
+      if (rc != Z_STREAM_END)
+        bad(source, "member " + name + " does not inflate to its " + std::to_string(usize) + " bytes");
+      if (produced != usize)
+        bad(source,
+            "member " + name + " inflates to " + std::to_string(produced) + " bytes, not " + std::to_string(usize));
     } else {
       bad(source, "member " + name + " uses unsupported compression " + std::to_string(method));
     }
+    const auto got = static_cast<std::uint32_t>(crc32(0L, body.data(), static_cast<uInt>(body.size())));
+    if (got != crc) bad(source, "member " + name + ": CRC-32 mismatch (corrupt data)");
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
     out[name] = parse_npy(body.data(), body.size(), source + ":" + name);
   }

@@ -15,6 +15,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -39,13 +40,17 @@ struct Keepalive {
   std::vector<std::unique_ptr<py::buffer_info>> buffers;
 };
 
-// The layout numpy gives for an array with dims (H, W[, C]) and element size `item`: rows may be padded or
-// reversed in memory only through a positive row stride; within a row the pixels must be interleaved and packed.
+// Whether the engine can read an array with dims (H, W[, C]) and element size `item` in place (ImageView): rows may
+// be padded only through a positive row stride of at least one packed row; within a row the pixels must be
+// interleaved and packed. Float samples are read as float, so the data pointer and the row stride must be multiples
+// of 4 (numpy allows unaligned arrays, e.g. np.frombuffer(buf, np.float32, offset=1)).
 bool view_compatible(const py::array& a, py::ssize_t item) {
   const py::ssize_t ch = a.ndim() == 3 ? a.shape(2) : 1;
   if (a.ndim() == 3 && a.shape(2) > 1 && a.strides(2) != item) return false;
   if (a.shape(1) > 1 && a.strides(1) != item * ch) return false;
   if (a.shape(0) > 1 && a.strides(0) < item * ch * a.shape(1)) return false;
+  if (reinterpret_cast<std::uintptr_t>(a.data()) % static_cast<std::uintptr_t>(item) != 0) return false;
+  if (a.shape(0) > 1 && a.strides(0) % item != 0) return false;
   return true;
 }
 
@@ -73,10 +78,15 @@ sp::ImageInput to_input(const py::handle& obj, Keepalive& keep) {
       throw py::value_error("image array is too large (" + std::to_string(a.shape(0)) + " x " +
                             std::to_string(a.shape(1)) + " pixels)");
     const py::ssize_t item = a.itemsize();
-    if (!view_compatible(a, item)) {
-      // e.g. a transposed or channel-sliced view: one packed copy (numpy.ascontiguousarray).
-      a = py::array::ensure(a, py::array::c_style);
-      if (!a) throw py::error_already_set();
+    // A float32 array in the other byte order ('>f4' here) holds the same values in swapped bytes.
+    const bool native = a.dtype().byteorder() != (std::endian::native == std::endian::little ? '>' : '<');
+    if (!native || !view_compatible(a, item)) {
+      // e.g. a transposed, channel-sliced, unaligned or byte-swapped view: one packed, aligned, native copy (fresh
+      // numpy memory is aligned; py::array::ensure would return an unaligned C-contiguous array as it is).
+      py::array copy(u8 ? py::dtype::of<std::uint8_t>() : py::dtype::of<float>(),
+                     std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+      copy.attr("__setitem__")(py::ellipsis(), a);
+      a = std::move(copy);
     }
     sp::ImageView v;
     v.data = a.data();
@@ -89,9 +99,15 @@ sp::ImageInput to_input(const py::handle& obj, Keepalive& keep) {
     return sp::ImageInput::pixels(v);
   }
   if (PyObject_CheckBuffer(obj.ptr())) {
+    // Encoded bytes are read as one run of size * itemsize bytes from the buffer's pointer, which is only those bytes
+    // when the buffer is C-contiguous: a strided or reversed view (memoryview(data)[::2], [::-1]) has other bytes
+    // there, or none (a reversed view points at its LAST element). Such buffers are refused here, whatever their
+    // ndim; the Python layer (_inputs.to_engine) copies them first.
     auto info = std::make_unique<py::buffer_info>(py::reinterpret_borrow<py::buffer>(obj).request());
-    if (info->ndim > 1 && !PyBuffer_IsContiguous(info->view(), 'C'))
-      throw py::value_error("encoded image buffer is not contiguous");
+    if (!PyBuffer_IsContiguous(info->view(), 'C'))
+      throw py::value_error("encoded image buffer (" +
+                            py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>() +
+                            ") is not C-contiguous: pass bytes(...) or a contiguous buffer");
     const auto* p = static_cast<const std::uint8_t*>(info->ptr);
     const auto n = static_cast<std::size_t>(info->size * info->itemsize);
     keep.objects.push_back(py::reinterpret_borrow<py::object>(obj));

@@ -16,9 +16,10 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _core
+from ._params import check_bool, check_max_pixels, check_num_workers, check_request, check_threads
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -57,29 +58,29 @@ class BatchExtractor:
     output file at once.
     """
 
-    def __init__(self, weights: Optional[PathLike] = None, *, revision: str = "", cache_dir: Optional[PathLike] = None,
-                 local_files_only: bool = False, threads: int = 0, max_pixels: int = _core.DEFAULT_MAX_PIXELS,
+    def __init__(self, weights: Optional[PathLike] = None, *, revision: Optional[str] = "",
+                 cache_dir: Optional[PathLike] = None, local_files_only: bool = False, threads: int = 0, max_pixels: int = _core.DEFAULT_MAX_PIXELS,
                  verbose: bool = False) -> None:
         model = os.fspath(weights) if weights is not None else os.environ.get("SUPERPOINT_RT_WEIGHTS", _DEFAULT_MODEL)
+        # The same checks as SuperPoint.from_pretrained (_params): nothing is coerced (threads=1.9 is a TypeError,
+        # not 1).
+        if revision is not None and not isinstance(revision, str):
+            raise TypeError(f"revision must be a str or None, got {revision!r}")
         self._x = _batchcore.Extractor(model, revision or "", os.fspath(cache_dir) if cache_dir else "",
-                                       bool(local_files_only), int(threads), int(max_pixels), bool(verbose))
+                                       check_bool("local_files_only", local_files_only), check_threads(threads, 0),
+                                       check_max_pixels(max_pixels), check_bool("verbose", verbose))
 
-    def extract(self, images: Union[PathLike, Sequence[PathLike], None], output: PathLike, *,
-                image_list: Optional[PathLike] = None, image_root: Optional[PathLike] = None,
-                glob: Union[str, Sequence[str], None] = None, shard: Optional[str] = None, as_half: bool = False,
-                skip_existing: bool = False, overwrite: bool = False, report: Optional[PathLike] = None,
-                workers: int = 2, max_keypoints: int = 1024, keypoint_threshold: float = 0.005, nms_radius: int = 4,
-                descriptors: bool = True, grayscale: bool = False, progress: bool = False) -> Dict[str, Any]:
-        """Same options as `superpoint-rt extract --output`; returns the report (also written to
-        `report`, default <output>.report.json): total, skipped, processed, failed [{name, path, error}], seconds,
+    def extract(self, images: Union[PathLike, Sequence[PathLike], None], output: PathLike, **options: Any
+                ) -> Dict[str, Any]:
+        """Same options as `superpoint-rt extract --output` (image_list, image_root, glob, shard "i/n", as_half,
+        skip_existing, overwrite, report, workers (2), max_keypoints (1024), keypoint_threshold (0.005), nms_radius
+        (4), descriptors (True), grayscale (False), progress (False)); returns the report (also written to `report`,
+        default <output>.report.json): total, skipped, processed, failed [{name, path, error}], seconds,
         images_per_s. Per-image failures are in the report, not raised."""
-        globs = [glob] if isinstance(glob, str) else list(glob or [])
-        text = self._x.extract(_paths(images), os.fspath(output), os.fspath(image_list) if image_list else "",
-                               os.fspath(image_root) if image_root else "", globs, shard or "", bool(as_half),
-                               bool(skip_existing), bool(overwrite), os.fspath(report) if report else "", int(workers),
-                               int(max_keypoints), float(keypoint_threshold), int(nms_radius), bool(descriptors),
-                               bool(grayscale), bool(progress))
-        return json.loads(text)
+        return self._run(_extract_args(images, output, **options))
+
+    def _run(self, args: Tuple[Any, ...]) -> Dict[str, Any]:
+        return json.loads(self._x.extract(*args))
 
     def close(self) -> None:
         self._x.close()
@@ -91,19 +92,42 @@ class BatchExtractor:
         self.close()
 
 
+def _extract_args(images: Union[PathLike, Sequence[PathLike], None], output: PathLike, *,
+                  image_list: Optional[PathLike] = None, image_root: Optional[PathLike] = None,
+                  glob: Union[str, Sequence[str], None] = None, shard: Optional[str] = None, as_half: bool = False,
+                  skip_existing: bool = False, overwrite: bool = False, report: Optional[PathLike] = None,
+                  workers: int = 2, max_keypoints: int = 1024, keypoint_threshold: float = 0.005, nms_radius: int = 4,
+                  descriptors: bool = True, grayscale: bool = False, progress: bool = False) -> Tuple[Any, ...]:
+    """Checks the options of an extraction (before any work: extract_folder checks them before loading the model)
+    and returns _batchcore.Extractor.extract's arguments."""
+    globs = [glob] if isinstance(glob, str) else list(glob or [])
+    if shard is not None and not isinstance(shard, str):
+        raise TypeError(f"shard must be a str 'i/n' or None, got {type(shard).__name__} {shard!r}")
+    # The request parameters go through the check of model(...) (_params.resolve): max_keypoints=1.9 or True is a
+    # TypeError here too, never int(1.9) = 1.
+    mk, th, r, desc, _, gray = check_request(max_keypoints, keypoint_threshold, nms_radius, descriptors, False,
+                                             grayscale, descriptors_name="descriptors")
+    return (_paths(images), os.fspath(output), os.fspath(image_list) if image_list else "",
+            os.fspath(image_root) if image_root else "", globs, shard or "", check_bool("as_half", as_half),
+            check_bool("skip_existing", skip_existing), check_bool("overwrite", overwrite),
+            os.fspath(report) if report else "", check_num_workers(workers, "workers"), mk, th, r, desc, gray,
+            check_bool("progress", progress))
+
+
 def extract_folder(images: Union[PathLike, Sequence[PathLike], None], output: PathLike, *,
                    weights: Optional[PathLike] = None, threads: int = 0, local_files_only: bool = False,
                    **options: Any) -> Dict[str, Any]:
     """Extracts every image of folders / files / an image list into the hloc feature file `output` and returns the
     report. Options as BatchExtractor.extract (image_list, image_root, glob, shard "i/n", as_half, skip_existing,
     overwrite, report, workers, max_keypoints, keypoint_threshold, nms_radius, descriptors, grayscale, progress)."""
+    args = _extract_args(images, output, **options)  # bad options fail before the model loads
     with BatchExtractor(weights, threads=threads, local_files_only=local_files_only) as x:
-        return x.extract(images, output, **options)
+        return x._run(args)
 
 
 def merge_features(inputs: Sequence[PathLike], output: PathLike, *, overwrite: bool = False) -> int:
     """Merges feature files (e.g. shards) into `output` like `superpoint-rt merge`; returns the image count."""
-    return int(_batchcore.merge(_paths(inputs), os.fspath(output), bool(overwrite)))
+    return int(_batchcore.merge(_paths(inputs), os.fspath(output), check_bool("overwrite", overwrite)))
 
 
 def list_names(path: PathLike) -> List[str]:

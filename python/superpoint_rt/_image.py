@@ -9,6 +9,7 @@ from typing import Any, Sequence, Tuple, Union
 import numpy as np
 
 from . import _core
+from ._params import check_max_pixels
 
 
 def read_image(src: Union[str, "os.PathLike[str]", bytes, bytearray, memoryview],
@@ -18,7 +19,9 @@ def read_image(src: Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
     Raises FileNotFoundError (missing file), ValueError (undecodable, unsupported format, over max_pixels)."""
     if isinstance(src, os.PathLike):
         src = os.fsdecode(src)
-    return _core.decode(src, max_pixels)
+    elif isinstance(src, memoryview) and not src.c_contiguous:
+        src = src.tobytes()  # _core reads a buffer as one run of bytes (see _inputs.to_engine)
+    return _core.decode(src, check_max_pixels(max_pixels))
 
 
 def write_png(path: Union[str, "os.PathLike[str]"], image: np.ndarray) -> None:

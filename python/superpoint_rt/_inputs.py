@@ -12,8 +12,10 @@ Rules (seed PYTHON.md "Images", SPEC §2):
 - PIL: mode "L" is the gray plane; "RGB" and "RGBA" as they are (alpha ignored); "1", "LA", "I", "I;16", "F" are
   converted with Pillow to "L" (a gray image stays gray, as the file decoders keep gray files gray); every other mode
   (P, PA, CMYK, YCbCr, LAB, HSV, RGBX, ...) is converted with Pillow's convert("RGB"), as the file path does.
-- Non-contiguous arrays (slices, transposes, negative strides) are accepted: rows with a positive stride and packed
-  pixels are read in place, anything else is copied once (numpy.ascontiguousarray).
+- Non-contiguous arrays (slices, transposes, negative strides) are accepted: rows with a positive stride and packed,
+  aligned pixels are read in place, anything else is copied once (numpy.ascontiguousarray).
+- Encoded bytes: bytes, bytearray or memoryview; a non-contiguous memoryview (memoryview(data)[::2]) is copied with
+  tobytes() (the bytes it shows, in order). _core itself refuses non-contiguous buffers.
 """
 
 from __future__ import annotations
@@ -120,6 +122,15 @@ def to_engine(obj: Any) -> Any:
     if isinstance(obj, str):
         return obj
     if isinstance(obj, (bytes, bytearray, memoryview)):
+        if isinstance(obj, memoryview):
+            if obj.nbytes == 0:
+                raise ValueError("image bytes (memoryview) are empty")
+            if not obj.c_contiguous:
+                # _core reads nbytes bytes from the view's pointer: right only for a C-contiguous view (a strided or
+                # reversed one, memoryview(data)[::2] or [::-1], has other bytes there). tobytes() copies the bytes
+                # the view shows, in its logical order.
+                return obj.tobytes()
+            return obj
         if len(obj) == 0:
             raise ValueError("image bytes are empty")
         return obj

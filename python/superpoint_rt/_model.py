@@ -16,28 +16,20 @@ import numpy as np
 from . import _core
 from ._inputs import _is_torch, split_batch, to_engine
 from ._output import SuperPointOutput
-from ._params import DEFAULTS, check_num_workers, resolve, unknown_parameter
+from ._params import (DEFAULTS, NMS_RADIUS_MAX, check_bool, check_int, check_max_pixels, check_num_workers,
+                      check_threads, resolve, unknown_parameter)
 
 DEFAULT_REPO = "magic-leap-community/superpoint"
 _DECODERS = ("jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm")
 _SPEC_KEYS = ("sizes", "nms_radii", "decoders", "num_workers", "fallbacks")
 _DEFAULT_PARAMS = resolve({})
-
-
-def _check_int(name: str, v: Any, lo: int, hi: Optional[int] = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(v).__name__} {v!r}")
-    v = int(v)
-    if v < lo or (hi is not None and v > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} = {v} is out of range {rng}")
-    return v
+_SIZE_MAX = 1 << 20  # warm-up sizes: a side of at most 1,048,576 pixels
 
 
 def _check_size(name: str, s: Any) -> Tuple[int, int]:
     if isinstance(s, (str, bytes)) or not isinstance(s, Sequence) or len(s) != 2:
         raise TypeError(f"{name}: a size is a (width, height) pair of ints, got {s!r}")
-    return (_check_int(f"{name} width", s[0], 1, 1 << 20), _check_int(f"{name} height", s[1], 1, 1 << 20))
+    return (check_int(f"{name} width", s[0], 1, _SIZE_MAX), check_int(f"{name} height", s[1], 1, _SIZE_MAX))
 
 
 def _check_sizes(name: str, v: Any) -> List[Tuple[int, int]]:
@@ -50,8 +42,8 @@ def _check_radii(name: str, v: Any) -> List[int]:
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         v = [v]
     if isinstance(v, (str, bytes)) or not isinstance(v, Iterable):
-        raise TypeError(f"{name} must be a list of ints in [0, 32], got {v!r}")
-    return [_check_int(name, r, 0, 32) for r in v]
+        raise TypeError(f"{name} must be a list of ints in [0, {NMS_RADIUS_MAX}], got {v!r}")
+    return [check_int(name, r, 0, NMS_RADIUS_MAX) for r in v]
 
 
 def _check_decoders(name: str, v: Any) -> List[str]:
@@ -101,9 +93,8 @@ def _resolve_warmup(warmup_variants: Any, precompile_sizes: Any, precompile_nms_
         if r not in spec["nms_radii"]:
             spec["nms_radii"].append(r)  # the older name adds radii (seed)
     spec["decoders"] = _check_decoders("warmup_variants['decoders']", spec["decoders"])
-    spec["num_workers"] = check_num_workers(spec["num_workers"])
-    if not isinstance(spec["fallbacks"], bool):
-        raise TypeError(f"warmup_variants['fallbacks'] must be a bool, got {spec['fallbacks']!r}")
+    spec["num_workers"] = check_num_workers(spec["num_workers"], "warmup_variants['num_workers']")
+    spec["fallbacks"] = check_bool("warmup_variants['fallbacks']", spec["fallbacks"])
     return spec
 
 
@@ -114,7 +105,7 @@ def _resolve_device(device: Any, device_id: Optional[int]) -> str:
         device = str(device)  # e.g. torch.device("cpu")
     d = device.strip().lower()
     if device_id is not None:
-        _check_int("device_id", device_id, 0)
+        check_int("device_id", device_id, 0, 1 << 16)
         if d == "cuda":
             d = f"cuda:{int(device_id)}"
         elif d == "cpu" and int(device_id) != 0:
@@ -209,11 +200,10 @@ class SuperPoint:
             raise TypeError(f"revision must be a str or None, got {revision!r}")
         if not isinstance(precision, str):
             raise TypeError(f"precision must be a str, got {precision!r}")
-        for name, flag in (("local_files_only", local_files_only), ("verbose", verbose)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {flag!r}")
-        nthreads = 0 if threads is None else _check_int("threads", threads, 1, 4096)
-        mp = _core.DEFAULT_MAX_PIXELS if max_pixels is None else _check_int("max_pixels", max_pixels, 1)
+        local_files_only = check_bool("local_files_only", local_files_only)
+        verbose = check_bool("verbose", verbose)
+        nthreads = 0 if threads is None else check_threads(threads, 1)
+        mp = _core.DEFAULT_MAX_PIXELS if max_pixels is None else check_max_pixels(max_pixels)
         dev = _resolve_device(device, device_id)
         spec = _resolve_warmup(warmup_variants, precompile_sizes, precompile_nms_radii)
         cache = "" if cache_dir is None else os.fsdecode(cache_dir)

@@ -127,6 +127,11 @@ echo "== examples/cpp with pkg-config --cflags --libs superpoint_rt"
 pc_static=()
 [ -z "$lib" ] && pc_static=(--static)
 export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+if [ -z "$lib" ]; then  # the static library's own dependencies (the example does not reach all of them: HDF5)
+  for d in dnnl jpeg png gif tiff webp curl hdf5; do
+    pkg-config --static --libs superpoint_rt | grep -q "$d" || fail "pkg-config --static --libs superpoint_rt lacks $d"
+  done
+fi
 pc_prefix="$(pkg-config --variable=prefix superpoint_rt)"
 [ "$(readlink -f "$pc_prefix")" = "$(readlink -f "$prefix")" ] || fail "pkg-config finds the prefix $pc_prefix, not $prefix"
 # shellcheck disable=SC2046

@@ -1,19 +1,53 @@
 #include "engine/thread_pool.hpp"
 
+#include <string>
+#include <system_error>
+
+#include "superpoint_rt/errors.hpp"
+
 namespace superpoint_rt::engine {
 
 ThreadPool::ThreadPool(int threads) {
-  workers_.reserve(static_cast<std::size_t>(threads));
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { loop(); });
+  try {
+    grow(threads);
+  } catch (...) {
+    stop_and_join(); // the destructor does not run for a constructor that
+                     // throws: joinable threads would terminate
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto &t : workers_)
+    t.join(); // no grow() runs concurrently (see the header)
+}
+
+int ThreadPool::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(workers_.size());
+}
+
+void ThreadPool::grow(int threads) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto want = static_cast<std::size_t>(threads > 0 ? threads : 0);
+  if (workers_.size() >= want)
+    return;
+  try {
+    while (workers_.size() < want)
+      workers_.emplace_back([this] { loop(); }); // they wait for mu_ to run
+  } catch (const std::system_error &e) {
+    throw Error(ErrorKind::Internal, "cannot start worker thread " +
+                                         std::to_string(workers_.size() + 1) +
+                                         " of " + std::to_string(want) + ": " +
+                                         e.what());
+  }
 }
 
 void ThreadPool::loop() {
@@ -22,12 +56,13 @@ void ThreadPool::loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_ and nothing left
+      if (queue_.empty())
+        return; // stop_ and nothing left
       job = std::move(queue_.front());
       queue_.pop();
     }
-    job();  // packaged_task stores exceptions in its future
+    job(); // packaged_task stores exceptions in its future
   }
 }
 
-}  // namespace superpoint_rt::engine
+} // namespace superpoint_rt::engine

@@ -1,6 +1,15 @@
-// A small fixed-size thread pool for the host stages of list requests (decode + resize of the next images while
-// the network runs the current one). Tasks run in submission order on whichever worker is free.
-// Thread-safety: submit() may be called from any thread; the destructor finishes the queued tasks, then joins.
+// A small thread pool for the host stages of list requests (decode + resize of
+// the next images while the network runs the current one). Tasks run in
+// submission order on whichever worker is free.
+//
+// The pool only grows (grow()), it is never replaced: concurrent list requests
+// with different num_workers share one pool, and each keeps submitting to it
+// for its whole duration (issue 14 §2: the engine used to replace a smaller
+// pool by a bigger one, destroying it under a request that was still submitting
+// to it). Thread-safety: submit(), grow() and size() may be called from any
+// thread; the destructor (which must not run concurrently with them: the owner
+// destroys the pool after the calls that use it) finishes the queued tasks,
+// then joins.
 #pragma once
 
 #include <condition_variable>
@@ -14,16 +23,19 @@
 namespace superpoint_rt::engine {
 
 class ThreadPool {
- public:
+public:
   explicit ThreadPool(int threads);
   ~ThreadPool();
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
+  ThreadPool(const ThreadPool &) = delete;
+  ThreadPool &operator=(const ThreadPool &) = delete;
 
-  int size() const noexcept { return static_cast<int>(workers_.size()); }
+  int size() const;
+  /// Starts workers until there are at least `threads`; never stops any. Throws
+  /// Error(Internal) when the system refuses a thread (the workers started so
+  /// far stay).
+  void grow(int threads);
 
-  template <class F>
-  auto submit(F&& f) -> std::future<decltype(f())> {
+  template <class F> auto submit(F &&f) -> std::future<decltype(f())> {
     using R = decltype(f());
     auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(f));
     std::future<R> fut = task->get_future();
@@ -35,13 +47,14 @@ class ThreadPool {
     return fut;
   }
 
- private:
+private:
   void loop();
-  std::vector<std::thread> workers_;
+  void stop_and_join() noexcept;
+  std::vector<std::thread> workers_; // guarded by mu_
   std::queue<std::function<void()>> queue_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
 };
 
-}  // namespace superpoint_rt::engine
+} // namespace superpoint_rt::engine

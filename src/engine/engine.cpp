@@ -451,11 +451,14 @@ Features Engine::run(const ImageInput& image, const Params& params) {
 }
 
 engine::ThreadPool& Engine::pool(int workers) {
+  // One pool for the engine's life, grown in place and never replaced: concurrent run_each / warmup calls keep a
+  // reference to it while they submit (issue 14 §2: replacing a smaller pool by a bigger one destroyed it under a
+  // call still submitting to it). close() destroys it once the calls in flight are done (life_mu_).
   std::lock_guard<std::mutex> lock(pool_mu_);
-  if (!pool_ || pool_->size() < workers) {
-    pool_.reset();
+  if (!pool_)
     pool_ = std::make_unique<engine::ThreadPool>(workers);
-  }
+  else
+    pool_->grow(workers);
   return *pool_;
 }
 

@@ -11,13 +11,15 @@ ThreadPool::ThreadPool(int threads) {
   try {
     grow(threads);
   } catch (...) {
-    stop_and_join(); // the destructor does not run for a constructor that
-                     // throws: joinable threads would terminate
+    stop_and_join();  // the destructor does not run for a constructor that
+                      // throws: joinable threads would terminate
     throw;
   }
 }
 
-ThreadPool::~ThreadPool() { stop_and_join(); }
+ThreadPool::~ThreadPool() {
+  stop_and_join();
+}
 
 void ThreadPool::stop_and_join() noexcept {
   {
@@ -25,8 +27,7 @@ void ThreadPool::stop_and_join() noexcept {
     stop_ = true;
   }
   cv_.notify_all();
-  for (auto &t : workers_)
-    t.join(); // no grow() runs concurrently (see the header)
+  for (auto& t : workers_) t.join();  // no grow() runs concurrently (see the header)
 }
 
 int ThreadPool::size() const {
@@ -37,16 +38,12 @@ int ThreadPool::size() const {
 void ThreadPool::grow(int threads) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto want = static_cast<std::size_t>(threads > 0 ? threads : 0);
-  if (workers_.size() >= want)
-    return;
+  if (workers_.size() >= want) return;
   try {
-    while (workers_.size() < want)
-      workers_.emplace_back([this] { loop(); }); // they wait for mu_ to run
-  } catch (const std::system_error &e) {
-    throw Error(ErrorKind::Internal, "cannot start worker thread " +
-                                         std::to_string(workers_.size() + 1) +
-                                         " of " + std::to_string(want) + ": " +
-                                         e.what());
+    while (workers_.size() < want) workers_.emplace_back([this] { loop(); });  // they wait for mu_ to run
+  } catch (const std::system_error& e) {
+    throw Error(ErrorKind::Internal, "cannot start worker thread " + std::to_string(workers_.size() + 1) + " of " +
+                                         std::to_string(want) + ": " + e.what());
   }
 }
 
@@ -56,13 +53,12 @@ void ThreadPool::loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty())
-        return; // stop_ and nothing left
+      if (queue_.empty()) return;  // stop_ and nothing left
       job = std::move(queue_.front());
       queue_.pop();
     }
-    job(); // packaged_task stores exceptions in its future
+    job();  // packaged_task stores exceptions in its future
   }
 }
 
-} // namespace superpoint_rt::engine
+}  // namespace superpoint_rt::engine

@@ -23,11 +23,11 @@
 namespace superpoint_rt::engine {
 
 class ThreadPool {
-public:
+ public:
   explicit ThreadPool(int threads);
   ~ThreadPool();
-  ThreadPool(const ThreadPool &) = delete;
-  ThreadPool &operator=(const ThreadPool &) = delete;
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const;
   /// Starts workers until there are at least `threads`; never stops any. Throws
@@ -35,7 +35,8 @@ public:
   /// far stay).
   void grow(int threads);
 
-  template <class F> auto submit(F &&f) -> std::future<decltype(f())> {
+  template <class F>
+  auto submit(F&& f) -> std::future<decltype(f())> {
     using R = decltype(f());
     auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(f));
     std::future<R> fut = task->get_future();
@@ -47,14 +48,14 @@ public:
     return fut;
   }
 
-private:
+ private:
   void loop();
   void stop_and_join() noexcept;
-  std::vector<std::thread> workers_; // guarded by mu_
+  std::vector<std::thread> workers_;  // guarded by mu_
   std::queue<std::function<void()>> queue_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
 };
 
-} // namespace superpoint_rt::engine
+}  // namespace superpoint_rt::engine

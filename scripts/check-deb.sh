@@ -9,6 +9,8 @@
 #   bash scripts/check-deb.sh --in-root DIR DEB    only the in-root part, in a root the caller made with
 #                                                  `fresh_root_create DIR --no-repo` (and removes)
 #   bash scripts/check-deb.sh --deb-only [BUILD_DIR]   only make the .deb and print its control fields
+#   bash scripts/check-deb.sh --deb FILE           a fresh root, the checks with the given .deb (scripts/test.sh
+#                                                  takes it out of the fresh root that built it), the root removed
 # Environment: SUPERPOINT_RT_SHARED (test data, default ../shared), FRESH_ROOT_KEEP=1 keeps the root.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,7 +72,11 @@ case "${1:-}" in
     show_deb "$(make_deb "${2:-$root/build}")"
     ;;
   *)
-    deb="$(make_deb "${1:-$root/build}")"
+    if [ "${1:-}" = "--deb" ]; then
+      deb="$(readlink -f "${2:?--deb needs the .deb}")"
+    else
+      deb="$(make_deb "${1:-$root/build}")"
+    fi
     show_deb "$deb"
     fr="$(mktemp -d /tmp/sprt-deb-root-XXXXXX)"
     cleanup() {

@@ -6,7 +6,8 @@
 #   FRESH_ROOT_TESTS=1 bash scripts/check-fresh-root.sh
 #                                               then also the test command (Release pass) in the same root, after
 #                                               run.sh, as a newcomer would type them
-# Environment: SUPERPOINT_RT_SHARED (test data, default ../shared), FRESH_ROOT_KEEP=1 keeps the root for a look.
+# Environment: SUPERPOINT_RT_SHARED (test data, default ../shared), FRESH_ROOT_KEEP=1 keeps the root for a look,
+# FRESH_ROOT_ARTIFACTS=DIR (with FRESH_ROOT_TESTS=1): copy the .deb and the wheel that the root's test.sh made to DIR.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/fresh-root.sh
@@ -54,5 +55,9 @@ PY
 if [ "${FRESH_ROOT_TESTS:-0}" = "1" ]; then
   echo "== in the fresh root: bash scripts/test.sh (Release pass), after run.sh"
   fresh_root_run "$fr" 'SKIP_SANITIZERS=1 SKIP_FUZZ=1 SKIP_FRESH_ROOT=1 bash scripts/test.sh'
+  if [ -n "${FRESH_ROOT_ARTIFACTS:-}" ]; then
+    mkdir -p "$FRESH_ROOT_ARTIFACTS"
+    cp "$fr"/work/main/build/superpoint-rt_*.deb "$fr"/work/main/dist/superpoint_rt-*.whl "$FRESH_ROOT_ARTIFACTS/"
+  fi
 fi
 echo "check-fresh-root: OK in $(( $(date +%s) - start )) s"

@@ -5,9 +5,11 @@
 # RUNTIME libraries the extension links (no -dev package, no compiler): the package list is not written by hand but
 # computed by dpkg-shlibdeps from the wheel's _core module, and printed.
 #   bash scripts/check-wheel.sh [--fresh-root]      (--fresh-root needs root and mmdebstrap, scripts/fresh-root.sh)
+#   bash scripts/check-wheel.sh --wheel WHEEL       only the fresh-root part, with that wheel, in a root it makes
 #   bash scripts/check-wheel.sh --in-root DIR WHEEL  only the in-root part, in a root the caller made with
 #                                                    `fresh_root_create DIR --no-repo` (and removes)
-# Environment: PYTHON (default /usr/bin/python3), JOBS, SUPERPOINT_RT_SHARED (default ../shared), KEEP=1.
+# Environment: PYTHON (default /usr/bin/python3), JOBS, SUPERPOINT_RT_SHARED (default ../shared), KEEP=1,
+# WHEEL_DIR (copy the wheel there: scripts/test.sh takes it out of the fresh root that built it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 py="${PYTHON:-/usr/bin/python3}"
@@ -52,25 +54,32 @@ if [ "${1:-}" = "--in-root" ]; then
   exit 0
 fi
 
-echo "== pip wheel $root"
-"$py" -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-# The build folder is build-pip/ in the checkout (pyproject.toml), shared with check-pip-install.sh: incremental.
-CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" \
-  "$work/venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$work/dist" "$root"
-whl="$(ls "$work"/dist/superpoint_rt-*.whl)"
-echo "$(basename "$whl"): $(du -h "$whl" | cut -f1)"
-case "$(basename "$whl")" in
-  "superpoint_rt-$version-"*) ;;
-  *) fail "$(basename "$whl") does not carry the project version $version (CMakeLists.txt)" ;;
-esac
-# The wheel holds the Python package only: no headers, no libsuperpoint_rt, no executable.
-extra="$("$py" -m zipfile -l "$whl" | awk 'NR > 1 {print $1}' | grep -vE '^superpoint_rt/|^superpoint_rt-[^/]+\.dist-info/' || true)"
-[ -z "$extra" ] || fail "$(basename "$whl") holds more than the package:"$'\n'"$extra"
+if [ "${1:-}" = "--wheel" ]; then
+  whl="$(readlink -f "${2:?--wheel needs the wheel}")"
+else
+  echo "== pip wheel $root"
+  "$py" -m venv "$work/venv"
+  "$work/venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  # The build folder is build-pip/ in the checkout (pyproject.toml), shared with check-pip-install.sh: incremental.
+  CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" \
+    "$work/venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$work/dist" "$root"
+  whl="$(ls "$work"/dist/superpoint_rt-*.whl)"
+  echo "$(basename "$whl"): $(du -h "$whl" | cut -f1)"
+  case "$(basename "$whl")" in
+    "superpoint_rt-$version-"*) ;;
+    *) fail "$(basename "$whl") does not carry the project version $version (CMakeLists.txt)" ;;
+  esac
+  # The wheel holds the Python package only: no headers, no libsuperpoint_rt, no executable.
+  extra="$("$py" -m zipfile -l "$whl" | awk 'NR > 1 {print $1}' | grep -vE '^superpoint_rt/|^superpoint_rt-[^/]+\.dist-info/' || true)"
+  [ -z "$extra" ] || fail "$(basename "$whl") holds more than the package:"$'\n'"$extra"
 
-INSTALL_FROM="$whl" bash "$root/scripts/check-pip-install.sh"
+  INSTALL_FROM="$whl" bash "$root/scripts/check-pip-install.sh"
+  if [ -n "${WHEEL_DIR:-}" ]; then
+    mkdir -p "$WHEEL_DIR" && rm -f "$WHEEL_DIR"/superpoint_rt-*.whl && cp "$whl" "$WHEEL_DIR/"
+  fi
+fi
 
-if [ "${1:-}" = "--fresh-root" ]; then
+if [ "${1:-}" = "--fresh-root" ] || [ "${1:-}" = "--wheel" ]; then
   # shellcheck source=scripts/fresh-root.sh
   source "$root/scripts/fresh-root.sh"
   fr="$(mktemp -d /tmp/sprt-wheel-root-XXXXXX)"

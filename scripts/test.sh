@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs every test: formatting; on a fresh Debian 12 root, the README's first command and then the Release
-# build (warnings as errors) with all gtest and pytest suites through ctest and `pip install .` in a fresh venv; the
-# libFuzzer harnesses for a bounded time; the tests built with AddressSanitizer + UndefinedBehaviorSanitizer.
+# build (warnings as errors) with all gtest and pytest suites through ctest, the installed C++ package and its
+# consumer example, the .deb and the wheel (in a fresh venv); the .deb and the wheel again, each on a fresh root of
+# its own; the libFuzzer harnesses for a bounded time; the tests built with AddressSanitizer + UBSan.
 #   bash scripts/test.sh                     everything (what CI runs)
 #   SKIP_FRESH_ROOT=1 bash scripts/test.sh   the Release pass on this machine, in build/ (incremental, quicker)
 #   SKIP_SANITIZERS=1 / SKIP_FUZZ=1          leave those stages out (the closing line names what was skipped)
@@ -28,7 +29,16 @@ if [ "${SKIP_FRESH_ROOT:-0}" != "1" ]; then
   # newcomer types them: that proves install-deps.sh on a new machine, and that the test command still runs every
   # test in a build folder that run.sh configured first. The root's test.sh is this script with SKIP_FRESH_ROOT=1.
   stage "fresh Debian 12 root: bash scripts/run.sh, then bash scripts/test.sh (Release pass)"
-  FRESH_ROOT_TESTS=1 bash scripts/check-fresh-root.sh
+  artifacts="$(mktemp -d /tmp/sprt-artifacts-XXXXXX)"
+  trap 'rm -rf "$artifacts"' EXIT
+  FRESH_ROOT_TESTS=1 FRESH_ROOT_ARTIFACTS="$artifacts" bash scripts/check-fresh-root.sh
+
+  # The packages that root made, each on a root of its own: the .deb must bring its runtime libraries through its
+  # Depends; the wheel must run where only the runtime libraries (no -dev package, no compiler) are installed.
+  stage "the .deb on a fresh root: apt-get install, superpoint-rt info, the C++ consumer example"
+  bash scripts/check-deb.sh --deb "$(ls "$artifacts"/superpoint-rt_*.deb)"
+  stage "the wheel on a fresh root with the runtime libraries only: the quickstart example"
+  bash scripts/check-wheel.sh --wheel "$(ls "$artifacts"/superpoint_rt-*.whl)"
 else
   # Every option the tests need is set here, explicitly: a build folder configured earlier by run.sh (tests off)
   # keeps its cache, and ctest would then find no test at all. --no-tests=error makes that a failure, not a pass.
@@ -37,8 +47,12 @@ else
     -DSUPERPOINT_RT_PYTHON=ON -DSUPERPOINT_RT_SANITIZE=OFF
   ctest --test-dir "$root/build" --output-on-failure --no-tests=error -j2 --timeout 1800
 
-  stage "pip install . in a fresh venv + the quickstart example"
-  bash scripts/check-pip-install.sh
+  stage "cmake --install into a temporary prefix + the C++ consumer example (find_package and pkg-config)"
+  bash scripts/check-install.sh "$root/build"
+  stage "the .deb (CPack)"
+  bash scripts/check-deb.sh --deb-only "$root/build"
+  stage "pip wheel . + pip install of it in a fresh venv + the quickstart example"
+  WHEEL_DIR="$root/dist" bash scripts/check-wheel.sh
   skipped+=("fresh-root")
 fi
 

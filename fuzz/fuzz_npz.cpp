@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::map<std::string, util::NpyArray> arrays;
   // The conversions may refuse an array with an Error (e.g. a shape whose element count overflows); that is allowed.
   if (sprt_fuzz::ok([&] { arrays = util::parse_npz(bytes, "fuzz.npz"); })) {
-    for (const auto& [name, a] : arrays) sprt_fuzz::ok([&] { check_array(name, a); });
+    for (const auto& entry : arrays) sprt_fuzz::ok([&] { check_array(entry.first, entry.second); });
   }
   util::NpyArray one;
   if (sprt_fuzz::ok([&] { one = util::parse_npy(bytes.data(), bytes.size(), "fuzz.npy"); }))

@@ -86,9 +86,10 @@ for h in "${harnesses[@]}"; do
   rc=$?
   set -e
   # Stats: the last status line (#<runs> ... cov: ft: corp:), whose run count fork mode also prints as "#<runs>:".
-  last=$(grep -E '^#[0-9]+:?[[:space:]].*cov: ' "$log" | tail -1)
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+' <<<"$last" | tr -d '#')
+  # (|| true: a missing line leaves the field empty, printed as '?', instead of ending the script under pipefail.)
+  last=$(grep -E '^#[0-9]+:?[[:space:]].*cov: ' "$log" | tail -1 || true)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+' <<<"$last" | tr -d '#' || true)
   crashes=$(grep -oE 'oom/timeout/crash: [0-9]+/[0-9]+/[0-9]+' <<<"$last" | cut -d' ' -f2 || true)
   cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)
   ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || true)

@@ -102,7 +102,7 @@ for h in "${harnesses[@]}"; do
   done
   result=ok
   if [ ${#found[@]} -gt 0 ] || [ $rc -ne 0 ]; then
-    result="FAILED (exit $rc${found:+; ${#found[@]} input(s) saved to $saved/: ${found[*]}})"
+    result="FAILED (exit $rc${found:+; ${#found[@]} input(s) saved to $saved/: ${found[*]:0:3}}$([ ${#found[@]} -gt 3 ] && echo ' ...'))"
     failed+=("$h")
     grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ_CHECK|SUMMARY' "$log" | head -5 || true
   fi

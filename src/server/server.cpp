@@ -60,9 +60,16 @@ json error_json(const HttpError& e) {
   return {{"error", {{"code", e.status}, {"type", e.type}, {"message", e.message}}}};
 }
 
+// JSON text of a reply. Messages may quote request bytes (path, method, content type, file names) that are not
+// UTF-8; nlohmann's default dump() throws on them (type_error.316), which outside a handler ends the process (found
+// by fuzz/fuzz_http.cpp). Invalid sequences become U+FFFD instead.
+std::string json_text(const json& body) {
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(json_text(body), "application/json");
 }
 
 void send_error(httplib::Response& res, const HttpError& e) {
@@ -455,7 +462,7 @@ struct HttpServer::Impl {
         const std::vector<std::uint8_t> npz = features_to_npz(f);
         res.set_content(reinterpret_cast<const char*>(npz.data()), npz.size(), "application/x-npz");
       } else {
-        res.set_content(features_to_json(f, queue_ms).dump(), "application/json");
+        res.set_content(json_text(features_to_json(f, queue_ms)), "application/json");
       }
     });
   }

@@ -9,9 +9,9 @@ if(SUPERPOINT_RT_WERROR)
   target_compile_options(superpoint_rt_settings INTERFACE -Werror)
 endif()
 if(SUPERPOINT_RT_SANITIZE)
-  target_compile_options(superpoint_rt_settings INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
-                                                          -fno-sanitize-recover=undefined)
-  target_link_options(superpoint_rt_settings INTERFACE -fsanitize=address,undefined)
+  target_compile_options(superpoint_rt_settings INTERFACE -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer
+                                                          -fno-sanitize-recover=undefined,float-cast-overflow)
+  target_link_options(superpoint_rt_settings INTERFACE -fsanitize=address,undefined,float-cast-overflow)
 endif()
 
 # Kernels for one instruction-set level live in files named *_avx2.cpp / *_avx512.cpp and are compiled for that

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/image.hpp"
@@ -96,6 +97,15 @@ std::vector<Out> convert(const NpyArray& a) {
     } else if (d == "u8") {
       out[i] = static_cast<Out>(rd<std::uint64_t>(p + 8 * i));
       continue;
+    }
+    if constexpr (std::is_integral_v<Out>) {
+      // A float that is NaN, infinite or outside Out's range has no integer value (the cast would be undefined):
+      // refuse it, as numpy's astype would give garbage. Bounds are powers of two, exact in double.
+      const double hi = std::ldexp(1.0, std::numeric_limits<Out>::digits);
+      const double lo = std::is_signed_v<Out> ? -hi : -1.0;
+      if (!(v > lo || (std::is_signed_v<Out> && v == lo)) || !(v < hi))
+        throw Error(ErrorKind::InvalidArgument, "npy array: element " + std::to_string(i) + " of dtype " + d + " (" +
+                                                    std::to_string(v) + ") has no integer value in range");
     }
     out[i] = static_cast<Out>(v);
   }
@@ -295,6 +305,10 @@ NpyArray parse_npy(const std::uint8_t* p, std::size_t n, const std::string& sour
                         " data bytes in the file");
       elems *= static_cast<std::size_t>(d);
     }
+    // A 0-d array (shape ()) holds one element: the loop above checked nothing for it (found by fuzz/fuzz_npz.cpp).
+    if (elems > avail / item)
+      bad(source, "shape (" + dims + ") of dtype " + descr + " needs more than the " + std::to_string(avail) +
+                      " data bytes in the file");
     bytes = elems * item;
   }
   a.data.assign(p + pre + hlen, p + pre + hlen + bytes);

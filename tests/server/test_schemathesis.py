@@ -28,9 +28,12 @@ def test_schemathesis_conformance():
         cmd = [ST, "run", f"{srv.base}/openapi.json",
                # Every check that applies to an API without auth or resources; not_a_server_error is replaced by
                # status_code_conformance (a 5xx passes only where documented: 503 / 504), positive_data_acceptance
-               # does not apply (random bytes are schema-valid binary bodies but no image: 400).
+               # does not apply (random bytes are schema-valid binary bodies but no image: 400), nor does
+               # negative_data_rejection: a multipart part is bytes whatever schemathesis meant it to be (it sends an
+               # "object" image part as the text {}), and the batch endpoint answers each part in a 200
+               # (SERVING.md), so its "invalid" requests are valid ones. test_contract.py asserts parameter checks.
                "--checks", "all",
-               "--exclude-checks", "not_a_server_error,positive_data_acceptance,ignored_auth,"
+               "--exclude-checks", "not_a_server_error,positive_data_acceptance,negative_data_rejection,ignored_auth,"
                "object_level_authorization,use_after_free,ensure_resource_availability",
                "--phases", "examples,coverage,fuzzing", "--mode", "all", "--max-examples", "6", "--max-time", "30",
                "--workers", "1", "--seed", SEED, "--generation-database", "none", "--request-timeout", "60",

@@ -23,6 +23,7 @@ if [ "${1:-}" = "--test" ]; then
     libgtest-dev wrk                           # C++ tests, HTTP load runs
     clang libclang-rt-14-dev                   # libFuzzer harnesses (scripts/fuzz.sh)
     mmdebstrap                                 # the fresh Debian root (scripts/check-fresh-root.sh)
+    file                                       # CPack's DEB generator runs it before dpkg-shlibdeps (check-deb.sh)
   )
 fi
 

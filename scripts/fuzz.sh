@@ -101,7 +101,12 @@ for h in "${harnesses[@]}"; do
     found+=("$(basename "$a")")
   done
   result=ok
-  if [ ${#found[@]} -gt 0 ] || [ $rc -ne 0 ]; then
+  # A harness that reports no executions did not fuzz (a missing binary, a libFuzzer that refused its flags): that
+  # is a failure, never an "ok" with nothing run.
+  if [ $rc -eq 0 ] && [ ${#found[@]} -eq 0 ] && { [ -z "$execs" ] || [ "$execs" = 0 ]; }; then
+    result="FAILED (no executions reported in $log)"
+    failed+=("$h")
+  elif [ ${#found[@]} -gt 0 ] || [ $rc -ne 0 ]; then
     result="FAILED (exit $rc${found:+; ${#found[@]} input(s) saved to $saved/: ${found[*]:0:3}}$([ ${#found[@]} -gt 3 ] && echo ' ...'))"
     failed+=("$h")
     grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ_CHECK|SUMMARY' "$log" | head -5 || true

@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
   bool fused = false;
   const Outcome fr = run([&] {
-    fused = image::decode_jpeg_resized_plane(bytes, name, sprt_fuzz::kMaxPixels, channel, plan_for, dst.data(), scratch,
+    fused = image::decode_jpeg_resized_plane(bytes, name, sprt_fuzz::kMaxPixels, channel, plan_for, dst, scratch,
                                              &w, &h);
   });
   FUZZ_CHECK(plans <= 1, "the plan was asked for %d times", plans);

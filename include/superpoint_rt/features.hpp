@@ -3,27 +3,96 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace superpoint_rt {
 
-/// Per-request parameters (SPEC §2). Same names, defaults and ranges in every interface.
+/// Per-request parameters (SPEC §2, §2b). The names, types, ranges and per-preset defaults live in one table
+/// (superpoint_rt/params.hpp: param_specs(), preset_specs()); the CLI flags, the HTTP query fields, the Python keyword
+/// arguments and docs/PARAMETERS.md are derived from it.
+///
+/// `preset` selects a whole request path: "hf" (default; Hugging Face's processor and model, SPEC §2),
+/// "hloc:superpoint_aachen", "hloc:superpoint_max", "hloc:superpoint_inloc" (hloc's extract_features confs) and
+/// "lightglue" (LightGlue's SuperPoint.extract). An unset (std::nullopt) field takes the preset's default; a set field
+/// overrides it. resolve() gives the effective values.
 struct Params {
-  int max_keypoints = 1024;           // -1..307200; -1 = every point above the threshold
-  float keypoint_threshold = 0.005f;  // [0, 1]; keep score > threshold (strict)
-  int nms_radius = 4;                 // 0..32 network-frame pixels; 0 = no suppression
-  bool return_descriptors = true;     // false: the descriptor head does not run at all
-  bool bgr = false;                   // 3/4-channel views are in OpenCV (B, G, R) order: the network reads channel 2
-  bool grayscale = false;             // HF luma 0.2989 R + 0.5870 G + 0.1140 B instead of the R channel
+  std::string preset = "hf";
+  std::optional<int> max_keypoints;           // -1..kMaxKeypointsMax; -1 = every point above the threshold
+  std::optional<float> keypoint_threshold;    // [0, 1]; keep score > threshold (strict)
+  std::optional<int> nms_radius;              // 0..32 network-frame pixels; 0 = no suppression
+  bool return_descriptors = true;             // false: the descriptor head does not run at all
+  bool bgr = false;                           // 3/4-channel views are in OpenCV (B, G, R) order
+  std::optional<bool> grayscale;              // hf: HF luma 0.2989 R + 0.5870 G + 0.1140 B instead of the R channel
+  std::optional<std::string> resize;          // network frame: "WxH" (fixed, e.g. "640x480") or "none" (native size)
+  std::optional<int> resize_max;              // >0: the long side becomes this (aspect kept); 0 = off
+  std::optional<bool> resize_force;           // resize_max also when the image is smaller (enlarge)
+  std::optional<std::string> interpolation;   // "pil_bilinear", "cv2_area", "antialias_bilinear"
 
   static constexpr int kMaxKeypointsMin = -1;
   static constexpr int kMaxKeypointsMax = 307200;
   static constexpr int kNmsRadiusMax = 32;
+  /// The network frame: each side in [kMinNetworkSide, kMaxNetworkSide] and at most kMaxNetworkPixels pixels
+  /// (a 4096x4096 frame needs about 8.6 GB of activations at fp32).
+  static constexpr int kMinNetworkSide = 16;
+  static constexpr int kMaxNetworkSide = 8192;
+  static constexpr std::int64_t kMaxNetworkPixels = std::int64_t{4096} * 4096;
 
-  /// Throws Error(InvalidArgument) naming the parameter, its value and the allowed range (NaN included).
+  /// Throws Error(InvalidArgument) naming the parameter, its value and the allowed range (NaN included), an unknown
+  /// preset or interpolation, or a contradiction (an explicit fixed `resize` together with `resize_max`).
   void validate() const;
 };
+
+/// How the network frame is chosen from the image size.
+enum class ResizeMode {
+  Fixed,  // resize to fixed_width x fixed_height (hf: 640x480, aspect not kept)
+  Max,    // long side to resize_max when larger (or always with force), aspect kept
+  None,   // the image's own size
+};
+enum class Interpolation {
+  PilBilinear,        // Pillow Image.resize(BILINEAR) on the 8-bit plane (hf)
+  Cv2Area,            // cv2.resize INTER_AREA on float32 (INTER_LINEAR when enlarging), as hloc's resize_image
+  AntialiasBilinear,  // kornia resize(antialias=True): Gaussian pre-filter + bilinear, align_corners=False (LightGlue)
+};
+/// How the pixels are read (the decode and channel rule of each preset).
+enum class PixelPath {
+  Hf,         // Pillow decode, R channel (or HF luma with grayscale) of the 8-bit image, resized in 8 bits
+  CvGray,     // cv2.imread(IMREAD_GRAYSCALE) (EXIF applied), float32 resize, / 255
+  CvColorLuma,  // cv2.imread(IMREAD_COLOR) (EXIF applied) / 255, float resize per channel, 0.299 R + 0.587 G + 0.114 B
+};
+/// Keypoint order and coordinates.
+enum class OutputConvention {
+  Hf,    // sorted by score (ties in raster order); (p / frame) * size in float32 (HF post_process_keypoint_detection)
+  Hloc,  // raster order unless max_keypoints cut (then by score); (p + 0.5) * (size / frame) - 0.5 (hloc)
+  LightGlue,  // as Hloc for the order; (p + 0.5) / (frame / size) - 0.5 (LightGlue Extractor.extract)
+};
+
+/// The effective values of a Params (preset defaults + overrides), as the engine runs them.
+struct ResolvedParams {
+  std::string preset;
+  int max_keypoints = 1024;
+  float keypoint_threshold = 0.005f;
+  int nms_radius = 4;
+  bool return_descriptors = true;
+  bool bgr = false;
+  bool grayscale = false;
+  ResizeMode resize_mode = ResizeMode::Fixed;
+  int fixed_width = 640, fixed_height = 480;
+  int resize_max = 0;
+  bool resize_force = false;
+  Interpolation interpolation = Interpolation::PilBilinear;
+  PixelPath pixels = PixelPath::Hf;
+  OutputConvention output = OutputConvention::Hf;
+
+  /// The network frame (width, height) for an image of w x h pixels. Throws Error(TooLarge) when it is over the
+  /// limits of Params (kMaxNetworkSide, kMaxNetworkPixels), Error(InvalidArgument) when under kMinNetworkSide.
+  std::pair<int, int> network_frame(int w, int h, const std::string& what) const;
+};
+
+/// preset defaults + explicit fields, validated (throws as Params::validate).
+ResolvedParams resolve(const Params& params);
 
 /// Wall-clock milliseconds of each stage of one request.
 struct Timing {
@@ -33,21 +102,26 @@ struct Timing {
   double postprocess = 0;  // scores, NMS, top-k, descriptor sampling
 };
 
-/// The output of one request. Keypoints, scores and descriptors are in the same order: descending score, ties in
-/// raster order (y, then x) of the network frame.
+/// The output of one request. Keypoints, scores and descriptors are in the same order: hf: descending score, ties in
+/// raster order (y, then x) of the network frame; hloc / lightglue presets: raster order, or descending score when
+/// max_keypoints cut the list (their torch.topk).
 struct Features {
-  /// N x 2 floats, row-major [x, y], in pixels of the ORIGINAL image: the integer network-frame position p mapped as
-  /// (p / 640) * W (float32, as the HF post-processing computes it before truncation), likewise y with 480 and H.
+  /// N x 2 floats, row-major [x, y], in pixels of the ORIGINAL image (after EXIF rotation for the presets that apply
+  /// it). hf: the integer network-frame position p mapped as (p / frame_w) * W (float32, as the HF post-processing
+  /// computes it before truncation); hloc: (p + 0.5) * (W / frame_w) - 0.5; lightglue: (p + 0.5) / (frame_w / W) - 0.5;
+  /// likewise y.
   std::vector<float> keypoints;
-  /// N scores in (0, 1], descending.
+  /// N scores in (0, 1].
   std::vector<float> scores;
   /// N x 256 floats, row-major, unit L2 rows; empty when descriptors were not requested.
   std::vector<float> descriptors;
   int descriptor_dim = 256;
   bool has_descriptors = false;
-  /// (height, width) of the original image.
+  /// (height, width) of the original image (after EXIF rotation for the presets that apply it).
   std::array<int, 2> image_size{0, 0};
-  /// (sx, sy) = (W / 640, H / 480) as float32.
+  /// (height, width) of the network frame the image was resized to.
+  std::array<int, 2> network_size{0, 0};
+  /// (sx, sy) = (W / frame_w, H / frame_h) as float32.
   std::array<float, 2> scale{1.f, 1.f};
   Timing timing_ms;
 

@@ -50,20 +50,23 @@ struct ImageInput {
 
 /// What from_pretrained / warmup prepares so that the first real call of each variant is as fast as later calls
 /// (seed "warmup_variants"). Default: sizes 1920x1080, 1600x900, 1280x720, 640x480; nms radii 4 and 0; JPEG and
-/// PNG decoders; 4 list workers.
+/// PNG decoders; 4 list workers. The 640x480 network frame is always prepared at load; `network_sizes` adds other
+/// frames (e.g. {1024, 768} for hloc:superpoint_aachen on 4:3 photos): each has its own network plan, kept in a
+/// least-recently-used cache of 8 plans / 8 M frame pixels.
 struct WarmupSpec {
   std::vector<std::pair<int, int>> sizes{{1920, 1080}, {1600, 900}, {1280, 720}, {640, 480}};  // (width, height)
+  std::vector<std::pair<int, int>> network_sizes{};  // network frames (width, height) to plan and run once
   std::vector<int> nms_radii{4, 0};
   std::vector<std::string> decoders{"jpeg", "png"};  // jpeg png gif bmp webp tiff pnm
   int num_workers = 4;
 
   static WarmupSpec defaults() { return {}; }
   /// The default call (radius 4, descriptors) on a 640x480 image only.
-  static WarmupSpec minimal() { return {{{640, 480}}, {4}, {}, 0}; }
+  static WarmupSpec minimal() { return {{{640, 480}}, {}, {4}, {}, 0}; }
   /// The defaults plus every nms radius 0..32 and every decoder.
   static WarmupSpec all();
   /// Nothing at all.
-  static WarmupSpec none() { return {{}, {}, {}, 0}; }
+  static WarmupSpec none() { return {{}, {}, {}, {}, 0}; }
 };
 
 /// Options of from_pretrained.

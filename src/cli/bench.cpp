@@ -163,7 +163,7 @@ class RequestWorker final : public Measurement {
       o.warmup.sizes.emplace_back(info.width, info.height);
     }
     o.warmup.sizes.emplace_back(kNetW, kNetH);
-    o.warmup.nms_radii = {Params{}.nms_radius};
+    o.warmup.nms_radii = {resolve(Params{}).nms_radius};
     o.warmup.decoders = {"jpeg", "png"};
     model_ = SuperPoint::from_pretrained(o);
     for (const char* kind : {"plane", "jpeg", "png"})

@@ -13,7 +13,9 @@
 #include <new>
 
 #include "engine/thread_pool.hpp"
+#include "image/decode_cv2.hpp"
 #include "image/decode_internal.hpp"
+#include "image/resize_float.hpp"
 #include "image/synthetic.hpp"
 #include "model/hub.hpp"
 #include "post/post.hpp"
@@ -28,7 +30,10 @@ struct Context {
   std::array<std::vector<std::uint8_t>, 3> planes;  // resized 8-bit planes (1 or 3 used)
   std::array<std::vector<std::uint8_t>, 3> source;  // float views rounded to 8 bits, source resolution
   image::ResizeScratch resize;
-  std::vector<float> input;             // the normalised network input, H x W
+  std::array<std::vector<float>, 3> fplanes;  // resized planes in [0, 1] as floats (the non-Pillow paths)
+  std::vector<float> fsource;                 // one source plane as float32 (cv2 / kornia resize input)
+  image::FloatResizeScratch fresize;
+  std::vector<float> input;             // the normalised network input, frame_h x frame_w
   std::vector<std::uint8_t> cell_mark;  // post::normalize_sampled_cells scratch
   std::vector<float> heat;
   post::NmsScratch nms_scratch;
@@ -43,9 +48,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-
-constexpr int kNetW = 640;  // the network frame (SPEC §2 step 3)
-constexpr int kNetH = 480;
 
 // HF image_transforms.rescale: float32(v * float64(1/255)) == v / 255.0f for every u8 (docs/ALGORITHM.md §2.1);
 // v * (1/255.f) is NOT the same for 126 values, so the table is built with a division.
@@ -113,19 +115,34 @@ void quantise_float_channel(const ImageView& v, int offset, std::vector<std::uin
   }
 }
 
-// Step 4 for one plane: input[i] = plane[i] / 255.0f (through the exact table), kNetW x kNetH values.
-void normalise_plane(const std::uint8_t* plane, std::vector<float>& input) {
+// Step 4 for one plane: input[i] = plane[i] / 255.0f (through the exact table), n values.
+void normalise_plane(const std::uint8_t* plane, std::size_t n, std::vector<float>& input) {
   const auto& lut = rescale_lut();
-  const std::size_t n = static_cast<std::size_t>(kNetW) * kNetH;
   input.resize(n);
   for (std::size_t i = 0; i < n; ++i) input[i] = lut[plane[i]];
+}
+
+// OpenCV's BGR->gray of imgcodecs and cvtColor (utils.cpp icvCvt_BGR2Gray_8u_C3C1R): 14-bit fixed point
+// R 4899, G 9617, B 1868, rounded. The hloc presets' gray for pixel arrays (cv2.cvtColor(img, COLOR_RGB2GRAY)).
+void cv_gray_of(const std::uint8_t* base, std::ptrdiff_t stride, int ch, const std::array<int, 3>& off, int w, int h,
+                std::vector<std::uint8_t>& out) {
+  out.resize(static_cast<std::size_t>(w) * h);
+  for (int y = 0; y < h; ++y) {
+    const std::uint8_t* row = base + static_cast<std::ptrdiff_t>(y) * stride;
+    std::uint8_t* o = out.data() + static_cast<std::size_t>(y) * w;
+    for (int x = 0; x < w; ++x) {
+      const std::uint8_t* px = row + static_cast<std::ptrdiff_t>(x) * ch;
+      o[x] = static_cast<std::uint8_t>((px[off[0]] * 4899 + px[off[1]] * 9617 + px[off[2]] * 1868 + 8192) >> 14);
+    }
+  }
 }
 
 }  // namespace
 
 struct Engine::Prepared {
   std::unique_ptr<engine::Context> ctx;
-  int width = 0, height = 0;  // original image size
+  int width = 0, height = 0;              // original image size (after EXIF rotation on the cv2 paths)
+  int frame_w = 0, frame_h = 0;           // the network frame ctx->input holds
   Timing timing;
 };
 
@@ -160,8 +177,9 @@ Engine::Engine(const Options& options) : options_(options) {
   }
   options_.calibration.clear();  // caller-owned inputs, valid during from_pretrained only
   backend_ = backend::create_backend(options.device, weights, bo);
-  executor_ = backend_->plan({kNetH, kNetW});
-  log("network planned: " + executor_->plan_description());
+  const ResolvedParams defaults = resolve(Params{});
+  backend::Executor& first = executor_for(defaults.fixed_width, defaults.fixed_height);
+  log("network planned: " + first.plan_description());
 
   info_.model = options.model;
   info_.revision = resolved.commit;
@@ -176,7 +194,7 @@ Engine::Engine(const Options& options) : options_(options) {
   info_.threads = backend_->threads();
   info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
                        ", post: " + post::post_kernel_name() + ")";
-  info_.plan = executor_->plan_description();
+  info_.plan = first.plan_description();
   info_.warmup_s["load"] = ms_since(t0) / 1000.0;
   for (const auto& [k, v] : warmup(options.warmup)) info_.warmup_s[k] = v;
 }
@@ -189,12 +207,12 @@ std::vector<backend::CalibrationPlane> Engine::calibration_planes(const std::vec
   for (std::size_t i = 0; i < images.size(); ++i) {
     Prepared p;
     try {
-      p = prepare(images[i], Params{});
+      p = prepare(images[i], resolve(Params{}));
     } catch (const Error& e) {
       throw Error(e.kind(), "int8 calibration image " + std::to_string(i + 1) + " of " + std::to_string(images.size()) +
                                 ": " + e.what());
     }
-    planes.push_back({kNetH, kNetW, p.ctx->input});
+    planes.push_back({p.frame_h, p.frame_w, p.ctx->input});
     release_context(std::move(p.ctx));
   }
   log("int8 calibration: " + std::to_string(planes.size()) + " image(s) prepared");
@@ -216,7 +234,10 @@ void Engine::close() {
     std::lock_guard<std::mutex> l(pool_mu_);
     pool_.reset();
   }
-  executor_.reset();
+  {
+    std::lock_guard<std::mutex> l(executor_mu_);
+    executors_.clear();
+  }
   backend_.reset();
   std::lock_guard<std::mutex> l(contexts_mu_);
   contexts_.clear();
@@ -244,8 +265,8 @@ void Engine::release_context(std::unique_ptr<engine::Context> ctx) {
   if (contexts_.size() < 16) contexts_.push_back(std::move(ctx));
 }
 
-std::shared_ptr<const image::ResizePlan> Engine::resize_plan(int in_w, int in_h) {
-  const auto key = std::make_pair(in_w, in_h);
+std::shared_ptr<const image::ResizePlan> Engine::resize_plan(int in_w, int in_h, int out_w, int out_h) {
+  const auto key = std::make_tuple(in_w, in_h, out_w, out_h);
   {
     std::lock_guard<std::mutex> lock(plans_mu_);
     if (auto it = plans_.find(key); it != plans_.end()) {
@@ -255,7 +276,7 @@ std::shared_ptr<const image::ResizePlan> Engine::resize_plan(int in_w, int in_h)
   }
   // Built outside the lock (a large plan takes a while). A size the plan refuses (kMaxResizePlanBytes: extreme
   // aspect ratios) throws here and leaves nothing behind in the cache.
-  auto plan = std::make_shared<const image::ResizePlan>(in_w, in_h, kNetW, kNetH);
+  auto plan = std::make_shared<const image::ResizePlan>(in_w, in_h, out_w, out_h);
   std::lock_guard<std::mutex> lock(plans_mu_);
   if (auto it = plans_.find(key); it != plans_.end()) {  // another thread built it meanwhile
     plan_used_[key] = ++plan_clock_;
@@ -280,7 +301,37 @@ std::shared_ptr<const image::ResizePlan> Engine::resize_plan(int in_w, int in_h)
   return plan;
 }
 
-Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) {
+backend::Executor& Engine::executor_for(int w, int h) {
+  // Caller holds executor_mu_ (or is the constructor). One executor per network frame, least recently used first
+  // out: at most kMaxExecutors plans and kExecutorPixels frame pixels in all (activations cost about 520 bytes per
+  // frame pixel at fp32), the one asked for always kept.
+  const auto key = std::make_pair(w, h);
+  ++executor_clock_;
+  if (auto it = executors_.find(key); it != executors_.end()) {
+    it->second.used = executor_clock_;
+    return *it->second.executor;
+  }
+  constexpr std::size_t kMaxExecutors = 8;
+  constexpr std::int64_t kExecutorPixels = std::int64_t{8} << 20;
+  const std::int64_t pixels = std::int64_t{w} * h;
+  auto total = [&] {
+    std::int64_t t = 0;
+    for (const auto& [k, e] : executors_) t += std::int64_t{k.first} * k.second;
+    return t;
+  };
+  while (!executors_.empty() && (executors_.size() >= kMaxExecutors || total() + pixels > kExecutorPixels)) {
+    auto victim = executors_.begin();
+    for (auto it = executors_.begin(); it != executors_.end(); ++it)
+      if (it->second.used < victim->second.used) victim = it;
+    executors_.erase(victim);
+  }
+  auto ex = backend_->plan({h, w});
+  backend::Executor& ref = *ex;
+  executors_[key] = {std::move(ex), executor_clock_};
+  return ref;
+}
+
+Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& rp) {
   Prepared p;
   const auto t0 = Clock::now();
   const std::string what = input.describe();
@@ -288,9 +339,6 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
   // Step 1: decode (paths and bytes) or take the caller's pixels.
   Image decoded;
   ImageView view;
-  // JPEG paths and bytes of a request that needs one plane (not the HF luma of a colour image): decode and resize in
-  // one pass (image::decode_jpeg_resized_plane), so the full-size RGB image is never written and re-read. Same
-  // bits and errors as decode + steps 2-3 below; the decode time then includes the resize.
   std::vector<std::uint8_t> file_bytes;
   std::span<const std::uint8_t> encoded;
   const std::string* encoded_name = nullptr;
@@ -302,23 +350,36 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
     encoded = bytes->data;
     encoded_name = &bytes->name;
   }
-  if (encoded_name && options_.max_pixels >= 1 && sniff_format(encoded) == ImageFormat::JPEG) {
+  // hf JPEG paths and bytes of a request that needs one plane (not the HF luma of a colour image): decode and resize
+  // in one pass (image::decode_jpeg_resized_plane), so the full-size RGB image is never written and re-read. Same
+  // bits and errors as decode + steps 2-3 below; the decode time then includes the resize.
+  if (encoded_name && rp.pixels == PixelPath::Hf && rp.interpolation == Interpolation::PilBilinear &&
+      options_.max_pixels >= 1 && sniff_format(encoded) == ImageFormat::JPEG) {
     p.ctx = acquire_context();
     engine::Context& ctx = *p.ctx;
-    ctx.planes[0].resize(static_cast<std::size_t>(kNetW) * kNetH);
-    const int rgb_channel = params.grayscale ? -1 : rgb_offsets(PixelFormat::RGB, params.bgr)[0];
-    const auto plan_for = [this](int w, int h) { return resize_plan(w, h); };
+    const int rgb_channel = rp.grayscale ? -1 : rgb_offsets(PixelFormat::RGB, rp.bgr)[0];
+    const auto plan_for = [&](int w, int h) {
+      const auto [fw, fh] = rp.network_frame(w, h, what);
+      p.frame_w = fw;
+      p.frame_h = fh;
+      return resize_plan(w, h, fw, fh);
+    };
     if (image::decode_jpeg_resized_plane(encoded, *encoded_name, options_.max_pixels, rgb_channel, plan_for,
-                                         ctx.planes[0].data(), ctx.resize, &p.width, &p.height)) {
+                                         ctx.planes[0], ctx.resize, &p.width, &p.height)) {
       p.timing.decode = ms_since(t0);
       const auto t1 = Clock::now();
-      normalise_plane(ctx.planes[0].data(), ctx.input);
+      normalise_plane(ctx.planes[0].data(), static_cast<std::size_t>(p.frame_w) * p.frame_h, ctx.input);
       p.timing.preprocess = ms_since(t1);
       return p;
     }
   }
   if (encoded_name) {
-    decoded = decode_image(encoded, *encoded_name, options_.max_pixels);
+    if (rp.pixels == PixelPath::Hf)
+      decoded = decode_image(encoded, *encoded_name, options_.max_pixels);
+    else  // hloc / LightGlue: what cv2.imread returns, EXIF orientation applied
+      decoded = image::decode_image_cv2(
+          encoded, *encoded_name, options_.max_pixels,
+          rp.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color);
     view = decoded.view();
   } else if (const auto* v = std::get_if<ImageView>(&input.source)) {
     view = *v;
@@ -333,100 +394,212 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const Params& params) 
   const auto t1 = Clock::now();
   p.width = view.width;
   p.height = view.height;
+  const auto [fw, fh] = rp.network_frame(view.width, view.height, what);
+  p.frame_w = fw;
+  p.frame_h = fh;
   if (!p.ctx) p.ctx = acquire_context();
   engine::Context& ctx = *p.ctx;
+  const std::size_t n = static_cast<std::size_t>(fw) * fh;
 
-  // Step 2: which plane(s). Gray images feed their plane; colour images channel 0 (R), or channel 2 with bgr, or all
-  // three for the HF luma.
+  // Step 2: the source planes, as 8-bit samples read from the view (pointer, row stride, pixel step).
+  // hf: gray images their plane; colour images channel 0 (R), or channel 2 with bgr, or all three for the HF luma.
+  // hloc (cv2 gray): the gray plane; a colour pixel array through OpenCV's fixed-point gray. LightGlue (cv2 colour,
+  // then luma after the resize): R, G, B; a gray image's plane three times (IMREAD_COLOR replicates it).
+  struct Src {
+    const std::uint8_t* data;
+    std::ptrdiff_t stride;
+    int step;
+  };
+  std::array<Src, 3> src{};
+  int nplanes = 1;
   const bool is_gray = view.format == PixelFormat::Gray;
   const int ch = channels_of(view.format);
-  const std::array<int, 3> off = rgb_offsets(view.format, params.bgr);
-  const int nplanes = (!is_gray && params.grayscale) ? 3 : 1;
-
-  // Step 3: Pillow BILINEAR resize of only those planes.
-  const auto plan = resize_plan(view.width, view.height);
-  for (int i = 0; i < nplanes; ++i) {
-    const int offset = is_gray ? 0 : off[static_cast<std::size_t>(i)];
-    auto& dst = ctx.planes[static_cast<std::size_t>(i)];
-    dst.resize(static_cast<std::size_t>(kNetW) * kNetH);
+  const std::array<int, 3> off = rgb_offsets(view.format, rp.bgr);
+  const auto* base = static_cast<const std::uint8_t*>(view.data);
+  // Float views are rounded to 8 bits per channel first (SampleType::F32), at source resolution.
+  auto channel = [&](int offset, std::size_t slot) -> Src {
+    if (view.type == SampleType::U8) return {base + offset, view.stride(), ch};
+    quantise_float_channel(view, offset, ctx.source[slot]);
+    return {ctx.source[slot].data(), view.width, 1};
+  };
+  if (is_gray) {
+    src[0] = channel(0, 0);
+    nplanes = rp.pixels == PixelPath::CvColorLuma ? 3 : 1;
+    src[1] = src[2] = src[0];
+  } else if (rp.pixels == PixelPath::CvGray) {
     if (view.type == SampleType::U8) {
-      image::resize_plane(*plan, static_cast<const std::uint8_t*>(view.data) + offset, view.stride(), ch, dst.data(),
-                          ctx.resize);
+      cv_gray_of(base, view.stride(), ch, off, view.width, view.height, ctx.source[0]);
     } else {
-      auto& src = ctx.source[static_cast<std::size_t>(i)];
-      quantise_float_channel(view, offset, src);
-      image::resize_plane(*plan, src.data(), view.width, 1, dst.data(), ctx.resize);
+      for (std::size_t i = 0; i < 3; ++i) quantise_float_channel(view, off[i], ctx.source[i]);
+      std::vector<std::uint8_t> rgb(static_cast<std::size_t>(view.width) * view.height * 3);
+      for (std::size_t i = 0; i < rgb.size() / 3; ++i)
+        for (std::size_t c = 0; c < 3; ++c) rgb[3 * i + c] = ctx.source[c][i];
+      cv_gray_of(rgb.data(), std::ptrdiff_t{view.width} * 3, 3, {0, 1, 2}, view.width, view.height, ctx.source[0]);
     }
+    src[0] = {ctx.source[0].data(), view.width, 1};
+  } else if (rp.pixels == PixelPath::CvColorLuma || rp.grayscale) {
+    nplanes = 3;
+    for (std::size_t i = 0; i < 3; ++i) src[i] = channel(off[i], i);
+  } else {
+    src[0] = channel(off[0], 0);
   }
 
-  // Step 4: normalise (v / 255.0f), or HF luma on the resized planes.
-  const auto& lut = rescale_lut();
-  const std::size_t n = static_cast<std::size_t>(kNetW) * kNetH;
-  ctx.input.resize(n);
-  const std::uint8_t* r = ctx.planes[0].data();
-  bool luma = nplanes == 3;
-  if (luma) {
-    // HF's original processor skips the conversion when the three channels are equal everywhere.
-    const std::uint8_t* g = ctx.planes[1].data();
-    const std::uint8_t* b = ctx.planes[2].data();
-    luma = std::memcmp(r, g, n) != 0 || std::memcmp(r, b, n) != 0;
-    if (luma) {
-      // ((r*0.2989f) + (g*0.5870f)) + (b*0.1140f): float32, each product and sum rounded (no FMA; the library is
-      // compiled with -ffp-contract=off), exactly numpy's float32 arithmetic in the HF processor.
-      for (std::size_t i = 0; i < n; ++i) {
-        const float fr = lut[r[i]] * 0.2989f;
-        const float fg = lut[g[i]] * 0.5870f;
-        const float fb = lut[b[i]] * 0.1140f;
-        ctx.input[i] = (fr + fg) + fb;
+  // Step 3: resize each plane to the frame; the results are floats in [0, 1] (or, on the Pillow path, 8-bit planes
+  // read through the exact v / 255 table).
+  const bool same_size = fw == view.width && fh == view.height;
+  for (int i = 0; i < nplanes; ++i) {
+    const auto si = static_cast<std::size_t>(i);
+    if (i > 0 && src[si].data == src[0].data) {  // a gray image read three times: same plane
+      ctx.fplanes[si] = ctx.fplanes[0];
+      continue;
+    }
+    auto& out = ctx.fplanes[si];
+    out.resize(n);
+    if (rp.interpolation == Interpolation::PilBilinear) {
+      auto& dst = ctx.planes[si];
+      dst.resize(n);
+      const auto plan = resize_plan(view.width, view.height, fw, fh);
+      image::resize_plane(*plan, src[si].data, src[si].stride, src[si].step, dst.data(), ctx.resize);
+      const auto& lut = rescale_lut();
+      for (std::size_t k = 0; k < n; ++k) out[k] = lut[dst[k]];
+      continue;
+    }
+    // cv2 / kornia work on a float32 plane: hloc resizes the 0..255 values and divides after (ImageDataset), LightGlue
+    // divides first (numpy_image_to_torch: float32(image / 255.0), which equals v / 255.0f for every u8).
+    const bool divide_first = rp.interpolation == Interpolation::AntialiasBilinear;
+    const auto& lut = rescale_lut();
+    auto& fs = ctx.fsource;
+    fs.resize(static_cast<std::size_t>(view.width) * view.height);
+    for (int y = 0; y < view.height; ++y) {
+      const std::uint8_t* row = src[si].data + static_cast<std::ptrdiff_t>(y) * src[si].stride;
+      float* o = fs.data() + static_cast<std::size_t>(y) * view.width;
+      for (int x = 0; x < view.width; ++x) {
+        const std::uint8_t v = row[static_cast<std::ptrdiff_t>(x) * src[si].step];
+        o[x] = divide_first ? lut[v] : static_cast<float>(v);
       }
     }
+    if (same_size) {
+      // Neither tool resizes then (hloc calls cv2.resize only when the size changes or resize_force asks for the
+      // same size, which cv2.resize copies; kornia returns its input for an unchanged size).
+      out.assign(fs.begin(), fs.end());
+    } else if (rp.interpolation == Interpolation::Cv2Area) {
+      // hloc resize_image: INTER_AREA, or INTER_LINEAR when either side grows.
+      if (fw > view.width || fh > view.height)
+        image::cv2_resize_linear(fs.data(), view.width, view.height, view.width, out.data(), fw, fh, fw,
+                                 ctx.fresize);
+      else
+        image::cv2_resize_area(fs.data(), view.width, view.height, view.width, out.data(), fw, fh, fw, ctx.fresize);
+    } else {
+      image::kornia_resize_antialias(fs.data(), view.width, view.height, view.width, out.data(), fw, fh, fw,
+                                     ctx.fresize);
+    }
+    if (!divide_first)
+      for (auto& v : out) v = v / 255.0f;  // hloc: image / 255.0 on float32
   }
-  if (!luma) normalise_plane(r, ctx.input);
+
+  // Step 4: the network input: the plane, or the luma of three.
+  ctx.input.resize(n);
+  const float* r = ctx.fplanes[0].data();
+  if (nplanes == 3 && rp.pixels == PixelPath::CvColorLuma) {
+    // kornia rgb_to_grayscale: w_r * r + w_g * g + w_b * b with float32 weights (0.299, 0.587, 0.114), evaluated
+    // left to right in float32 (-ffp-contract=off: no FMA).
+    const float* g = ctx.fplanes[1].data();
+    const float* b = ctx.fplanes[2].data();
+    for (std::size_t i = 0; i < n; ++i) ctx.input[i] = (0.299f * r[i] + 0.587f * g[i]) + 0.114f * b[i];
+  } else if (nplanes == 3) {
+    const float* g = ctx.fplanes[1].data();
+    const float* b = ctx.fplanes[2].data();
+    // HF's original processor skips the conversion when the three channels are equal everywhere.
+    const std::size_t bytes = n * sizeof(float);
+    if (std::memcmp(r, g, bytes) != 0 || std::memcmp(r, b, bytes) != 0) {
+      // ((r*0.2989f) + (g*0.5870f)) + (b*0.1140f): float32, each product and sum rounded (no FMA; the library is
+      // compiled with -ffp-contract=off), exactly numpy's float32 arithmetic in the HF processor.
+      for (std::size_t i = 0; i < n; ++i) ctx.input[i] = (r[i] * 0.2989f + g[i] * 0.5870f) + b[i] * 0.1140f;
+    } else {
+      std::memcpy(ctx.input.data(), r, bytes);
+    }
+  } else {
+    std::memcpy(ctx.input.data(), r, n * sizeof(float));
+  }
   p.timing.preprocess = ms_since(t1);
   return p;
 }
 
-Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_output) {
+Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_network_output) {
   engine::Context& ctx = *p.ctx;
   Features f;
   f.timing_ms = p.timing;
   f.image_size = {p.height, p.width};
-  f.scale = {static_cast<float>(p.width) / static_cast<float>(kNetW),
-             static_cast<float>(p.height) / static_cast<float>(kNetH)};
-  const int hc = kNetH / 8, wc = kNetW / 8;
+  f.network_size = {p.frame_h, p.frame_w};
+  // float32 of the double quotient, as hloc's (original_size / size).astype(np.float32); for hf W / 640.f is the
+  // same value (both operands are exact in float).
+  f.scale = {static_cast<float>(static_cast<double>(p.width) / p.frame_w),
+             static_cast<float>(static_cast<double>(p.height) / p.frame_h)};
+  // The encoder's three pools floor odd sizes (as PyTorch's MaxPool2d), so the score map covers 8 hc x 8 wc.
+  const int hc = p.frame_h / 8, wc = p.frame_w / 8;
+  const int h8 = 8 * hc, w8 = 8 * wc;
   const int dim = weights_config_.descriptor_decoder_dim;
   f.descriptor_dim = dim;
 
   // Steps 5-11 hold the network lock: the post-processing reads the executor's output buffers directly (no copy of
-  // the 4.9 MB descriptor map) and costs a few ms against a forward of 100+ ms, so concurrent requests lose little;
-  // their decode and resize still overlap this network.
+  // the descriptor map) and costs a few ms against the forward, so concurrent requests lose little; their decode and
+  // resize still overlap this network.
   std::lock_guard<std::mutex> lock(executor_mu_);
+  backend::Executor& ex = executor_for(p.frame_w, p.frame_h);
   const auto t0 = Clock::now();
   if (!reuse_network_output) {
-    std::memcpy(executor_->input(), ctx.input.data(), ctx.input.size() * sizeof(float));
-    executor_->run(params.return_descriptors);
+    std::memcpy(ex.input(), ctx.input.data(), ctx.input.size() * sizeof(float));
+    ex.run(rp.return_descriptors);
   }
   f.timing_ms.forward = ms_since(t0);
 
   const auto t2 = Clock::now();
-  ctx.heat.resize(static_cast<std::size_t>(kNetW) * kNetH);
-  post::scores_from_logits(executor_->logits(), hc, wc, ctx.heat.data());                                  // step 6
-  post::nms_select_keypoints(ctx.heat.data(), kNetH, kNetW, params.nms_radius, params.keypoint_threshold,  // 7-10
-                             weights_config_.border_removal_distance, params.max_keypoints, ctx.keypoints,
-                             ctx.nms_scratch);
+  ctx.heat.resize(static_cast<std::size_t>(w8) * h8);
+  post::scores_from_logits(ex.logits(), hc, wc, ctx.heat.data());  // step 6
+  // hloc / LightGlue (SuperGlue's top_k_keypoints): when at most k points pass they stay in the raster order of
+  // torch.nonzero; only a cut sorts them (torch.topk). Asking for k + 1 tells the two cases apart.
+  const bool raster = rp.output != OutputConvention::Hf;
+  const int k = rp.max_keypoints;
+  const int ask = raster && k >= 0 ? k + 1 : k;
+  post::nms_select_keypoints(ctx.heat.data(), h8, w8, rp.nms_radius, rp.keypoint_threshold,  // 7-10
+                             weights_config_.border_removal_distance, ask, ctx.keypoints, ctx.nms_scratch);
+  if (raster) {
+    if (k >= 0 && ctx.keypoints.size() > static_cast<std::size_t>(k))
+      ctx.keypoints.resize(static_cast<std::size_t>(k));
+    else
+      std::sort(ctx.keypoints.begin(), ctx.keypoints.end(),
+                [](const post::Keypoint& a, const post::Keypoint& b) { return a.y != b.y ? a.y < b.y : a.x < b.x; });
+  }
   const std::size_t n = ctx.keypoints.size();
   f.scores.resize(n);
   f.keypoints.resize(2 * n);
+  const float fw = static_cast<float>(p.frame_w), fh = static_cast<float>(p.frame_h);
+  const float W = static_cast<float>(p.width), H = static_cast<float>(p.height);
+  // LightGlue's scales: torch.Tensor([resized_w / w, resized_h / h]), float32 of the double quotient.
+  const float lg_sx = static_cast<float>(static_cast<double>(p.frame_w) / p.width);
+  const float lg_sy = static_cast<float>(static_cast<double>(p.frame_h) / p.height);
   for (std::size_t i = 0; i < n; ++i) {
-    const post::Keypoint& k = ctx.keypoints[i];
-    f.scores[i] = k.score;
-    // Step 12, as HF computes it: (kp / [640, 480]) * [W, H] in float32 (docs/ALGORITHM.md §2.3).
-    f.keypoints[2 * i] = (static_cast<float>(k.x) / static_cast<float>(kNetW)) * static_cast<float>(p.width);
-    f.keypoints[2 * i + 1] = (static_cast<float>(k.y) / static_cast<float>(kNetH)) * static_cast<float>(p.height);
+    const post::Keypoint& kp = ctx.keypoints[i];
+    f.scores[i] = kp.score;
+    const float x = static_cast<float>(kp.x), y = static_cast<float>(kp.y);
+    switch (rp.output) {
+      case OutputConvention::Hf:  // step 12, as HF computes it: (kp / [w, h]) * [W, H] in float32
+        f.keypoints[2 * i] = (x / fw) * W;
+        f.keypoints[2 * i + 1] = (y / fh) * H;
+        break;
+      case OutputConvention::Hloc:  // extract_features.main: (kp + 0.5) * scales - 0.5 in float32
+        f.keypoints[2 * i] = (x + 0.5f) * f.scale[0] - 0.5f;
+        f.keypoints[2 * i + 1] = (y + 0.5f) * f.scale[1] - 0.5f;
+        break;
+      case OutputConvention::LightGlue:  // Extractor.extract: (kp + 0.5) / scales - 0.5 in float32
+        f.keypoints[2 * i] = (x + 0.5f) / lg_sx - 0.5f;
+        f.keypoints[2 * i + 1] = (y + 0.5f) / lg_sy - 0.5f;
+        break;
+    }
   }
-  if (params.return_descriptors) {  // step 11
-    float* dense = executor_->descriptors();
-    // Only the cells the sampler reads are normalised (same bits as normalising all hc * wc, about 0.2 ms less).
+  if (rp.return_descriptors) {  // step 11
+    float* dense = ex.descriptors();
+    // Only the cells the sampler reads are normalised (same bits as normalising all hc * wc).
     post::normalize_sampled_cells(dense, hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n), ctx.cell_mark);
     f.descriptors.resize(n * static_cast<std::size_t>(dim));
     post::sample_descriptors(dense, hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n), f.descriptors.data());
@@ -436,8 +609,8 @@ Features Engine::finish(Prepared& p, const Params& params, bool reuse_network_ou
   return f;
 }
 
-Features Engine::run(const ImageInput& image, const Params& params) {
-  params.validate();
+Features Engine::run(const ImageInput& image, const Params& request) {
+  const ResolvedParams params = resolve(request);
   std::shared_lock<std::shared_mutex> life(life_mu_);
   if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
   try {
@@ -462,9 +635,9 @@ engine::ThreadPool& Engine::pool(int workers) {
   return *pool_;
 }
 
-std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const ImageInput> images, const Params& params,
+std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const ImageInput> images, const Params& request,
                                                             int num_workers, bool stop_at_first_error) {
-  params.validate();
+  const ResolvedParams params = resolve(request);
   if (num_workers < 0)
     throw Error(ErrorKind::InvalidArgument,
                 "num_workers = " + std::to_string(num_workers) + " is out of range (0 or more)");
@@ -544,6 +717,17 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
   for (int r : spec.nms_radii)
     if (r < 0 || r > Params::kNmsRadiusMax)
       throw Error(ErrorKind::InvalidArgument, "warm-up nms_radius = " + std::to_string(r) + " is out of range [0, 32]");
+  std::vector<Params> frames;  // one request per network size, a fixed frame of that size
+  for (const auto& [w, h] : spec.network_sizes) {
+    Params fp;
+    fp.resize = std::to_string(w) + "x" + std::to_string(h);
+    try {
+      fp.validate();
+    } catch (const Error& e) {
+      throw Error(e.kind(), std::string("warm-up network size: ") + e.what());
+    }
+    frames.push_back(fp);
+  }
   static const std::set<std::string> kDecoders{"jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm"};
   for (const auto& d : spec.decoders)
     if (!kDecoders.count(d))
@@ -563,17 +747,28 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
     warmed_.insert(name);
     log("warm-up " + name + ": " + std::to_string(steps[name]) + " s");
   };
-  const bool any = !spec.sizes.empty() || !spec.nms_radii.empty() || !spec.decoders.empty() || spec.num_workers > 0;
+  const bool any = !spec.sizes.empty() || !spec.nms_radii.empty() || !spec.decoders.empty() ||
+                   spec.num_workers > 0 || !spec.network_sizes.empty();
   if (!any) return steps;
 
   // The network: the first executions fault in the buffers and the JIT code; with and without descriptors.
-  const Image base = image::synthetic_image(kNetW, kNetH, 7);
   Params params;
+  const ResolvedParams defaults = resolve(params);
+  const Image base = image::synthetic_image(defaults.fixed_width, defaults.fixed_height, 7);
   auto full = [&](const Image& im, const Params& pr, bool reuse) {
-    Prepared p = prepare(ImageInput::image(im), pr);
-    finish(p, pr, reuse);
+    const ResolvedParams rp = resolve(pr);
+    Prepared p = prepare(ImageInput::image(im), rp);
+    finish(p, rp, reuse);
     release_context(std::move(p.ctx));
   };
+  // Other network frames (the hloc / LightGlue sizes): each plans its own executor (oneDNN primitives, buffers).
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const auto [w, h] = spec.network_sizes[i];
+    step("network:" + std::to_string(w) + "x" + std::to_string(h), [&, w = w, h = h] {
+      const Image im = image::synthetic_image(w, h, 5);
+      full(im, frames[i], false);
+    });
+  }
   Params nodesc;
   nodesc.return_descriptors = false;
   step("network:no_descriptors", [&] { full(base, nodesc, false); });

@@ -16,12 +16,14 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "image/resize.hpp"
 #include "model/weights.hpp"
+#include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
 namespace superpoint_rt {
@@ -49,10 +51,11 @@ class Engine {
   struct Prepared;
   std::unique_ptr<engine::Context> acquire_context();
   void release_context(std::unique_ptr<engine::Context> ctx);
-  std::shared_ptr<const image::ResizePlan> resize_plan(int in_w, int in_h);
-  Prepared prepare(const ImageInput& image, const Params& params);
+  std::shared_ptr<const image::ResizePlan> resize_plan(int in_w, int in_h, int out_w, int out_h);
+  backend::Executor& executor_for(int width, int height);  // holds executor_mu_
+  Prepared prepare(const ImageInput& image, const ResolvedParams& params);
   std::vector<backend::CalibrationPlane> calibration_planes(const std::vector<ImageInput>& images);
-  Features finish(Prepared& prepared, const Params& params, bool reuse_network_output = false);
+  Features finish(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output = false);
   engine::ThreadPool& pool(int workers);
   void log(const std::string& msg) const;
 
@@ -60,16 +63,22 @@ class Engine {
   ModelInfo info_;
   model::ModelConfig weights_config_;
   std::unique_ptr<backend::Backend> backend_;
-  std::unique_ptr<backend::Executor> executor_;
-  std::mutex executor_mu_;  // the network runs one request at a time
+  struct CachedExecutor {
+    std::unique_ptr<backend::Executor> executor;
+    std::uint64_t used = 0;
+  };
+  std::mutex executor_mu_;  // the network runs one request at a time; guards executors_
+  std::map<std::pair<int, int>, CachedExecutor> executors_;  // per network frame (width, height)
+  std::uint64_t executor_clock_ = 0;
 
   std::mutex contexts_mu_;
   std::vector<std::unique_ptr<engine::Context>> contexts_;
 
   std::mutex plans_mu_;
-  std::map<std::pair<int, int>, std::shared_ptr<const image::ResizePlan>> plans_;
+  using PlanKey = std::tuple<int, int, int, int>;  // in_w, in_h, out_w, out_h
+  std::map<PlanKey, std::shared_ptr<const image::ResizePlan>> plans_;
   std::uint64_t plan_clock_ = 0;
-  std::map<std::pair<int, int>, std::uint64_t> plan_used_;  // same keys as plans_
+  std::map<PlanKey, std::uint64_t> plan_used_;  // same keys as plans_
   std::size_t plan_bytes_ = 0;                              // sum of the cached plans' ResizePlan::bytes
 
   std::mutex pool_mu_;

@@ -15,19 +15,6 @@ const char* version() noexcept {
   return SUPERPOINT_RT_VERSION;
 }
 
-void Params::validate() const {
-  if (max_keypoints < kMaxKeypointsMin || max_keypoints > kMaxKeypointsMax)
-    throw Error(ErrorKind::InvalidArgument, "max_keypoints = " + std::to_string(max_keypoints) +
-                                                " is out of range [-1, 307200] (-1 = all keypoints)");
-  if (!(keypoint_threshold >= 0.0f && keypoint_threshold <= 1.0f)) {  // NaN fails both comparisons
-    std::ostringstream v;
-    v << keypoint_threshold;
-    throw Error(ErrorKind::InvalidArgument, "keypoint_threshold = " + v.str() + " is out of range [0, 1]");
-  }
-  if (nms_radius < 0 || nms_radius > kNmsRadiusMax)
-    throw Error(ErrorKind::InvalidArgument, "nms_radius = " + std::to_string(nms_radius) + " is out of range [0, 32]");
-}
-
 WarmupSpec WarmupSpec::all() {
   WarmupSpec s;
   s.nms_radii.clear();

@@ -1,0 +1,62 @@
+// superpoint-rt: the one table of per-request parameters and presets (SPEC §2, §2b).
+//
+// Every interface derives its parameters from here: the CLI flags (--name with '-' for '_'), the HTTP query fields
+// and the Python keyword arguments use the same names, ranges and per-preset defaults, and docs/PARAMETERS.md is
+// generated from it (`superpoint-rt params --markdown`; a test checks the file is current).
+//
+// Thread-safety: everything here is immutable or re-entrant.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "superpoint_rt/features.hpp"
+
+namespace superpoint_rt {
+
+enum class ParamType { Int, Float, Bool, String };
+const char* to_string(ParamType t) noexcept;
+
+/// One per-request parameter.
+struct ParamSpec {
+  std::string_view name;   // snake_case: Python keyword, HTTP query field; CLI flag "--" + name with '-' for '_'
+  ParamType type;
+  double min = 0, max = 0;                      // Int / Float: inclusive range
+  std::span<const std::string_view> choices{};  // String: the allowed values (empty: see range_text)
+  std::string_view range_text;                  // the allowed values as messages and help print them
+  std::string_view help;
+  bool per_preset = true;  // its default depends on the preset (false: same everywhere)
+};
+
+/// Every parameter, in documentation order.
+std::span<const ParamSpec> param_specs() noexcept;
+/// The spec of `name`, or nullptr.
+const ParamSpec* find_param(std::string_view name) noexcept;
+
+/// One preset: its name, what it reproduces, and its defaults.
+struct PresetSpec {
+  std::string_view name;
+  std::string_view summary;
+  ResolvedParams defaults;
+};
+/// Every preset, "hf" first.
+std::span<const PresetSpec> preset_specs();
+/// The preset `name`, or nullptr.
+const PresetSpec* find_preset(std::string_view name);
+/// "hf, hloc:superpoint_aachen, ..." for messages and help.
+std::string preset_names();
+
+/// Sets one parameter (or "preset") from its text form, as typed on a command line or in a query string: integers
+/// in decimal, floats as C (locale independent), booleans true/false/1/0, strings as listed. Throws
+/// Error(InvalidArgument) naming the parameter, the value and the allowed range, or an unknown name (with the list),
+/// and Error(TypeMismatch) for a boolean that is not one of those words.
+void set_param(Params& p, std::string_view name, std::string_view value);
+
+/// The effective value of parameter `name` in `r` as text ("1024", "0.005", "true", "640x480", "cv2_area").
+std::string param_value_text(const ResolvedParams& r, std::string_view name);
+
+/// docs/PARAMETERS.md: the parameters with each preset's defaults, as Markdown.
+std::string params_markdown();
+
+}  // namespace superpoint_rt

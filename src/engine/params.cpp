@@ -1,0 +1,402 @@
+// The parameter table and the presets (superpoint_rt/params.hpp): the one place that says each per-request
+// parameter's name, type, range, help text and per-preset default. Params::validate, resolve(), the CLI, the HTTP
+// server, the Python binding and docs/PARAMETERS.md all read it.
+#include "superpoint_rt/params.hpp"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "superpoint_rt/errors.hpp"
+
+namespace superpoint_rt {
+
+namespace {
+
+constexpr std::array<std::string_view, 5> kPresetNames{"hf", "hloc:superpoint_aachen", "hloc:superpoint_max",
+                                                       "hloc:superpoint_inloc", "lightglue"};
+constexpr std::array<std::string_view, 3> kInterpolations{"pil_bilinear", "cv2_area", "antialias_bilinear"};
+
+const std::array<ParamSpec, 11> kParams{{
+    {"preset", ParamType::String, 0, 0, kPresetNames, "", "the request path to reproduce (see the presets table)",
+     false},
+    {"max_keypoints", ParamType::Int, Params::kMaxKeypointsMin, Params::kMaxKeypointsMax, {}, "-1..307200, -1 = all",
+     "keep at most this many keypoints, the best by score"},
+    {"keypoint_threshold", ParamType::Float, 0, 1, {}, "0..1", "keep scores strictly above this"},
+    {"nms_radius", ParamType::Int, 0, Params::kNmsRadiusMax, {}, "0..32",
+     "non-maximum suppression radius in network-frame pixels (0 = none)"},
+    {"return_descriptors", ParamType::Bool, 0, 1, {}, "true, false",
+     "compute the 256-d descriptors (false: the descriptor head does not run)", false},
+    {"bgr", ParamType::Bool, 0, 1, {}, "true, false", "3/4-channel pixel arrays are in OpenCV (B, G, R) order", false},
+    {"grayscale", ParamType::Bool, 0, 1, {}, "true, false",
+     "hf: HF luma (0.2989 R + 0.5870 G + 0.1140 B) instead of the R channel; the other presets always read gray"},
+    {"resize", ParamType::String, 0, 0, {}, "WxH (each side 16..8192) or none",
+     "fixed network frame (aspect not kept), or none for the image's own size"},
+    {"resize_max", ParamType::Int, 0, Params::kMaxNetworkSide, {}, "0..8192, 0 = off",
+     "resize so that the long side is this, keeping the aspect (only when larger, unless resize_force)"},
+    {"resize_force", ParamType::Bool, 0, 1, {}, "true, false", "resize_max also enlarges smaller images"},
+    {"interpolation", ParamType::String, 0, 0, kInterpolations, "pil_bilinear, cv2_area, antialias_bilinear",
+     "pil_bilinear: Pillow 8-bit bilinear (hf); cv2_area: cv2.resize INTER_AREA on float32, INTER_LINEAR when "
+     "enlarging (hloc); antialias_bilinear: kornia resize(antialias=True) (LightGlue)"},
+}};
+
+ResolvedParams hf_defaults() {
+  ResolvedParams r;
+  r.preset = "hf";
+  return r;  // the struct's defaults are SPEC §2's
+}
+
+ResolvedParams hloc_defaults(std::string name, int nms_radius, int resize_max, bool force) {
+  ResolvedParams r;
+  r.preset = std::move(name);
+  r.max_keypoints = 4096;
+  r.keypoint_threshold = 0.005f;
+  r.nms_radius = nms_radius;
+  r.grayscale = true;
+  r.resize_mode = ResizeMode::Max;
+  r.resize_max = resize_max;
+  r.resize_force = force;
+  r.interpolation = Interpolation::Cv2Area;
+  r.pixels = PixelPath::CvGray;
+  r.output = OutputConvention::Hloc;
+  return r;
+}
+
+ResolvedParams lightglue_defaults() {
+  ResolvedParams r;
+  r.preset = "lightglue";
+  r.max_keypoints = 2048;          // LightGlue's README (its default, None, is -1 here)
+  r.keypoint_threshold = 0.0005f;  // SuperPoint.default_conf detection_threshold
+  r.nms_radius = 4;
+  r.grayscale = true;
+  r.resize_mode = ResizeMode::Max;  // Extractor.preprocess_conf resize=1024, side="long": always
+  r.resize_max = 1024;
+  r.resize_force = true;
+  r.interpolation = Interpolation::AntialiasBilinear;
+  r.pixels = PixelPath::CvColorLuma;
+  r.output = OutputConvention::LightGlue;
+  return r;
+}
+
+[[noreturn]] void invalid(const std::string& msg) {
+  throw Error(ErrorKind::InvalidArgument, msg);
+}
+
+std::string float_text(double x) {
+  std::ostringstream o;
+  o.precision(9);
+  o << x;
+  return o.str();
+}
+
+// "640x480" -> (640, 480); false when the text is not two positive decimal integers joined by 'x'.
+bool parse_wxh(std::string_view v, int& w, int& h) {
+  const auto x = v.find('x');
+  if (x == std::string_view::npos) return false;
+  const auto num = [](std::string_view s, int& out) {
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+  };
+  return num(v.substr(0, x), w) && num(v.substr(x + 1), h);
+}
+
+void check_frame(int w, int h, const std::string& what) {
+  if (w < Params::kMinNetworkSide || h < Params::kMinNetworkSide)
+    throw Error(ErrorKind::InvalidArgument, what + ": network frame " + std::to_string(w) + "x" + std::to_string(h) +
+                                                " is too small (each side must be at least " +
+                                                std::to_string(Params::kMinNetworkSide) + ")");
+  if (w > Params::kMaxNetworkSide || h > Params::kMaxNetworkSide ||
+      std::int64_t{w} * h > Params::kMaxNetworkPixels)
+    throw Error(ErrorKind::TooLarge, what + ": network frame " + std::to_string(w) + "x" + std::to_string(h) +
+                                         " is over the limit (each side at most " +
+                                         std::to_string(Params::kMaxNetworkSide) + ", at most " +
+                                         std::to_string(Params::kMaxNetworkPixels) + " pixels; set resize_max)");
+}
+
+}  // namespace
+
+const char* to_string(ParamType t) noexcept {
+  switch (t) {
+    case ParamType::Int:
+      return "int";
+    case ParamType::Float:
+      return "float";
+    case ParamType::Bool:
+      return "bool";
+    case ParamType::String:
+      return "string";
+  }
+  return "?";
+}
+
+std::span<const ParamSpec> param_specs() noexcept {
+  return kParams;
+}
+
+const ParamSpec* find_param(std::string_view name) noexcept {
+  for (const auto& s : kParams)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::span<const PresetSpec> preset_specs() {
+  static const std::array<PresetSpec, 5> presets{{
+      {kPresetNames[0], "Hugging Face SuperPointImageProcessor + SuperPointForKeypointDetection (SPEC §2)",
+       hf_defaults()},
+      {kPresetNames[1], "hloc extract_features confs['superpoint_aachen'] (feats-superpoint-n4096-r1024)",
+       hloc_defaults(std::string(kPresetNames[1]), 3, 1024, false)},
+      {kPresetNames[2], "hloc extract_features confs['superpoint_max'] (feats-superpoint-n4096-rmax1600)",
+       hloc_defaults(std::string(kPresetNames[2]), 3, 1600, true)},
+      {kPresetNames[3], "hloc extract_features confs['superpoint_inloc'] (feats-superpoint-n4096-r1600)",
+       hloc_defaults(std::string(kPresetNames[3]), 4, 1600, false)},
+      {kPresetNames[4], "LightGlue SuperPoint(max_num_keypoints=2048).extract(load_image(path))",
+       lightglue_defaults()},
+  }};
+  return presets;
+}
+
+const PresetSpec* find_preset(std::string_view name) {
+  for (const auto& p : preset_specs())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string preset_names() {
+  std::string s;
+  for (const auto& n : kPresetNames) s += (s.empty() ? "" : ", ") + std::string(n);
+  return s;
+}
+
+void Params::validate() const {
+  (void)resolve(*this);
+}
+
+ResolvedParams resolve(const Params& p) {
+  const PresetSpec* preset = find_preset(p.preset);
+  if (!preset) invalid("preset = '" + p.preset + "' is not one of " + preset_names());
+  ResolvedParams r = preset->defaults;
+  if (p.max_keypoints) {
+    if (*p.max_keypoints < Params::kMaxKeypointsMin || *p.max_keypoints > Params::kMaxKeypointsMax)
+      invalid("max_keypoints = " + std::to_string(*p.max_keypoints) +
+              " is out of range [-1, 307200] (-1 = all keypoints)");
+    r.max_keypoints = *p.max_keypoints;
+  }
+  if (p.keypoint_threshold) {
+    if (!(*p.keypoint_threshold >= 0.0f && *p.keypoint_threshold <= 1.0f))  // NaN fails both comparisons
+      invalid("keypoint_threshold = " + float_text(*p.keypoint_threshold) + " is out of range [0, 1]");
+    r.keypoint_threshold = *p.keypoint_threshold;
+  }
+  if (p.nms_radius) {
+    if (*p.nms_radius < 0 || *p.nms_radius > Params::kNmsRadiusMax)
+      invalid("nms_radius = " + std::to_string(*p.nms_radius) + " is out of range [0, 32]");
+    r.nms_radius = *p.nms_radius;
+  }
+  r.return_descriptors = p.return_descriptors;
+  r.bgr = p.bgr;
+  if (p.grayscale) {
+    if (r.pixels != PixelPath::Hf && !*p.grayscale)
+      invalid("grayscale = false is not available with preset '" + r.preset + "' (it always reads gray pixels)");
+    if (r.pixels == PixelPath::Hf) r.grayscale = *p.grayscale;
+  }
+  if (p.interpolation) {
+    const std::string& v = *p.interpolation;
+    if (v == "pil_bilinear")
+      r.interpolation = Interpolation::PilBilinear;
+    else if (v == "cv2_area")
+      r.interpolation = Interpolation::Cv2Area;
+    else if (v == "antialias_bilinear")
+      r.interpolation = Interpolation::AntialiasBilinear;
+    else
+      invalid("interpolation = '" + v + "' is not one of pil_bilinear, cv2_area, antialias_bilinear");
+  }
+  bool fixed_explicit = false;
+  if (p.resize) {
+    const std::string& v = *p.resize;
+    int w = 0, h = 0;
+    if (v == "none") {
+      r.resize_mode = ResizeMode::None;
+    } else if (parse_wxh(v, w, h)) {
+      try {
+        check_frame(w, h, "resize = '" + v + "'");
+      } catch (const Error& e) {
+        invalid(e.what());
+      }
+      r.resize_mode = ResizeMode::Fixed;
+      r.fixed_width = w;
+      r.fixed_height = h;
+      fixed_explicit = true;
+    } else {
+      invalid("resize = '" + v + "' is not WxH (e.g. 640x480) or none");
+    }
+    r.resize_max = 0;
+  }
+  if (p.resize_max) {
+    const int m = *p.resize_max;
+    if (m != 0 && (m < Params::kMinNetworkSide || m > Params::kMaxNetworkSide))
+      invalid("resize_max = " + std::to_string(m) + " is out of range (0 = off, or 16..8192)");
+    if (m > 0 && fixed_explicit)
+      invalid("resize = '" + *p.resize + "' and resize_max = " + std::to_string(m) +
+              " contradict each other (a fixed frame, or the long side to resize_max: give one)");
+    r.resize_max = m;
+    if (m > 0)
+      r.resize_mode = ResizeMode::Max;
+    else if (r.resize_mode == ResizeMode::Max)
+      r.resize_mode = ResizeMode::None;
+  }
+  if (p.resize_force) r.resize_force = *p.resize_force;
+  if (r.resize_mode != ResizeMode::Max) r.resize_max = 0;
+  return r;
+}
+
+std::pair<int, int> ResolvedParams::network_frame(int w, int h, const std::string& what) const {
+  int fw = w, fh = h;
+  if (resize_mode == ResizeMode::Fixed) {
+    fw = fixed_width;
+    fh = fixed_height;
+  } else if (resize_mode == ResizeMode::Max && (resize_force || std::max(w, h) > resize_max)) {
+    if (interpolation == Interpolation::AntialiasBilinear) {
+      // kornia resize(img, N, side="long"): aspect_ratio = w / h; _side_to_image_size gives (int(N / ar), N) for
+      // landscape and square, (N, int(N * ar)) for portrait (int() truncates).
+      const double ar = static_cast<double>(w) / static_cast<double>(h);
+      if (ar < 1.0) {
+        fh = resize_max;
+        fw = static_cast<int>(resize_max * ar);
+      } else {
+        fw = resize_max;
+        fh = static_cast<int>(resize_max / ar);
+      }
+    } else {
+      // hloc ImageDataset: scale = resize_max / max(size); size_new = tuple(int(round(x * scale)) for x in size),
+      // Python's round (half to even, which nearbyint does in the default rounding mode).
+      const double s = static_cast<double>(resize_max) / static_cast<double>(std::max(w, h));
+      fw = static_cast<int>(std::nearbyint(w * s));
+      fh = static_cast<int>(std::nearbyint(h * s));
+    }
+  }
+  check_frame(fw, fh, what + " (" + std::to_string(w) + "x" + std::to_string(h) + ")");
+  return {fw, fh};
+}
+
+void set_param(Params& p, std::string_view name_v, std::string_view v) {
+  const std::string name(name_v);
+  const ParamSpec* spec = find_param(name);
+  if (!spec) {
+    std::string all;
+    for (const auto& s : kParams) all += (all.empty() ? "" : ", ") + std::string(s.name);
+    invalid("unknown parameter '" + name + "' (allowed: " + all + ")");
+  }
+  const std::string value(v);
+  const std::string allowed = " (allowed: " + std::string(spec->range_text) + ")";
+  switch (spec->type) {
+    case ParamType::Int: {
+      long long x = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+      if (value.empty() || ec != std::errc() || end != value.data() + value.size())
+        invalid(name + ": '" + value + "' is not an integer" + allowed);
+      if (static_cast<double>(x) < spec->min || static_cast<double>(x) > spec->max)
+        invalid(name + ": " + value + " is out of range" + allowed);
+      const int i = static_cast<int>(x);
+      if (name == "max_keypoints")
+        p.max_keypoints = i;
+      else if (name == "nms_radius")
+        p.nms_radius = i;
+      else
+        p.resize_max = i;
+      return;
+    }
+    case ParamType::Float: {
+      // strtof: the one float parser of the text interfaces. ERANGE on underflow still gives the nearest float (0 or
+      // a subnormal), a valid threshold; overflow gives +-HUGE_VALF, refused by the range check.
+      char* end = nullptr;
+      const float x = std::strtof(value.c_str(), &end);
+      if (value.empty() || std::isspace(static_cast<unsigned char>(value.front())) ||
+          end != value.c_str() + value.size())
+        invalid(name + ": '" + value + "' is not a number" + allowed);
+      if (!(x >= spec->min && x <= spec->max)) invalid(name + ": " + value + " is out of range" + allowed);
+      p.keypoint_threshold = x;
+      return;
+    }
+    case ParamType::Bool: {
+      std::string l;
+      for (char c : value) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      bool b = false;
+      if (l == "true" || l == "1")
+        b = true;
+      else if (l != "false" && l != "0")
+        throw Error(ErrorKind::TypeMismatch, name + ": '" + value + "' is not a boolean (allowed: true, false, 1, 0)");
+      if (name == "return_descriptors")
+        p.return_descriptors = b;
+      else if (name == "bgr")
+        p.bgr = b;
+      else if (name == "grayscale")
+        p.grayscale = b;
+      else
+        p.resize_force = b;
+      return;
+    }
+    case ParamType::String: {
+      if (!spec->choices.empty()) {
+        bool ok = false;
+        for (const auto& c : spec->choices) ok = ok || c == value;
+        if (!ok) invalid(name + ": '" + value + "' is not one of " + std::string(spec->range_text));
+      }
+      if (name == "preset")
+        p.preset = value;
+      else if (name == "interpolation")
+        p.interpolation = value;
+      else
+        p.resize = value;
+      // Checked in the context of the other fields by resolve() (the caller validates when all are set).
+      return;
+    }
+  }
+}
+
+std::string param_value_text(const ResolvedParams& r, std::string_view name) {
+  if (name == "preset") return r.preset;
+  if (name == "max_keypoints") return std::to_string(r.max_keypoints);
+  if (name == "keypoint_threshold") return float_text(r.keypoint_threshold);
+  if (name == "nms_radius") return std::to_string(r.nms_radius);
+  if (name == "return_descriptors") return r.return_descriptors ? "true" : "false";
+  if (name == "bgr") return r.bgr ? "true" : "false";
+  if (name == "grayscale") return r.grayscale ? "true" : "false";
+  if (name == "resize")
+    return r.resize_mode == ResizeMode::Fixed ? std::to_string(r.fixed_width) + "x" + std::to_string(r.fixed_height)
+                                               : std::string("none");
+  if (name == "resize_max") return std::to_string(r.resize_max);
+  if (name == "resize_force") return r.resize_force ? "true" : "false";
+  if (name == "interpolation")
+    return std::string(kInterpolations[static_cast<std::size_t>(r.interpolation)]);
+  return "";
+}
+
+std::string params_markdown() {
+  std::ostringstream o;
+  o << "# Per-request parameters\n\n"
+    << "Generated from the C++ table (`include/superpoint_rt/params.hpp`) by `superpoint-rt params --markdown`; a "
+       "test checks that this file is current. The same names work everywhere: Python keyword arguments "
+       "(`model(img, max_keypoints=2048)`), HTTP query fields (`?max_keypoints=2048`), CLI flags "
+       "(`--max-keypoints 2048`) and C++ `Params` fields. A preset sets the defaults of a whole request path; "
+       "parameters given explicitly override them.\n\n"
+    << "## Presets\n\n| preset | reproduces |\n|---|---|\n";
+  for (const auto& p : preset_specs()) o << "| `" << p.name << "` | " << p.summary << " |\n";
+  o << "\n## Parameters\n\n| parameter | type | allowed | meaning |\n|---|---|---|---|\n";
+  for (const auto& s : kParams)
+    o << "| `" << s.name << "` | " << to_string(s.type) << " | " << s.range_text << " | " << s.help << " |\n";
+  o << "\n## Defaults per preset\n\n| parameter |";
+  for (const auto& p : preset_specs()) o << " `" << p.name << "` |";
+  o << "\n|---|";
+  for (std::size_t i = 0; i < preset_specs().size(); ++i) o << "---|";
+  o << "\n";
+  for (const auto& s : kParams) {
+    if (s.name == "preset") continue;
+    o << "| `" << s.name << "` |";
+    for (const auto& p : preset_specs()) o << " " << param_value_text(p.defaults, s.name) << " |";
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace superpoint_rt

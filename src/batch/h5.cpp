@@ -1,0 +1,322 @@
+// Batch extraction: hloc feature files in HDF5 (writing part files, listing, merging). See batch.hpp for the layout
+// and the crash-safety scheme.
+#include <fcntl.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "batch/batch.hpp"
+
+namespace superpoint_rt::batch {
+namespace fs = std::filesystem;
+namespace {
+
+// ---- HDF5 handles ------------------------------------------------------------------------------------------------
+
+/// Owns one HDF5 identifier; `close` is the matching H5?close.
+class Hid {
+ public:
+  Hid(hid_t id, herr_t (*closer)(hid_t)) : id_(id), close_(closer) {}
+  Hid(Hid&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Hid(const Hid&) = delete;
+  Hid& operator=(const Hid&) = delete;
+  ~Hid() {
+    if (id_ >= 0) close_(id_);
+  }
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+  /// Closes now and reports failure (a failed H5Fclose means the data did not reach the file).
+  herr_t close() {
+    herr_t r = 0;
+    if (id_ >= 0) r = close_(id_);
+    id_ = -1;
+    return r;
+  }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+/// Debian's HDF5 is built without its thread-safety option: every public function of this file that touches HDF5
+/// holds this lock (recursive: merge_h5 calls list_h5_names), so concurrent batch runs (e.g. two Python threads)
+/// are safe.
+std::recursive_mutex& hdf5_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+/// HDF5 prints its error stack to stderr by default; we report our own errors with the file name instead.
+void quiet_hdf5() {
+  static std::atomic<bool> done{false};
+  if (!done.exchange(true)) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+[[noreturn]] void io_error(const std::string& what, const std::string& path) {
+  throw Error(ErrorKind::Io, what + ": " + path);
+}
+
+void check(herr_t r, const std::string& what, const std::string& path) {
+  if (r < 0) io_error(what, path);
+}
+
+/// h5py's float16: IEEE binary16 as an HDF5 float type (HDF5 1.10 has no predefined one).
+hid_t make_f16_type() {
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, 10, 5, 0, 10);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, 15);
+  return t;
+}
+
+void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims,
+                   const void* data, const std::string& where) {
+  Hid space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  Hid ds(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) io_error(std::string("cannot create dataset ") + name, where);
+  hsize_t n = 1;
+  for (auto d : dims) n *= d;
+  if (n) check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "cannot write", where);
+}
+
+void write_floats(hid_t group, const char* name, const std::vector<float>& v, std::vector<hsize_t> dims, bool half,
+                  const std::string& where) {
+  if (!half) return write_dataset(group, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, v.data(), where);
+  std::vector<std::uint16_t> h(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  Hid f16(make_f16_type(), H5Tclose);
+  write_dataset(group, name, f16.get(), f16.get(), dims, h.data(), where);
+}
+
+/// One image group as hloc writes it (extract_features.py: create_group(name), one dataset per prediction, the
+/// "uncertainty" attribute on keypoints).
+void write_group(hid_t file, const std::string& name, const HlocFeatures& h, bool half, const std::string& path) {
+  const std::string where = path + " [" + name + "]";
+  Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Hid g(H5Gcreate2(file, name.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!g.ok()) io_error("cannot create group", where);
+  const hsize_t n = h.scores.size();
+  write_floats(g.get(), "keypoints", h.keypoints, {n, 2}, half, where);
+  {
+    Hid ds(H5Dopen2(g.get(), "keypoints", H5P_DEFAULT), H5Dclose);
+    Hid space(H5Screate(H5S_SCALAR), H5Sclose);
+    Hid attr(H5Acreate2(ds.get(), "uncertainty", H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (!attr.ok()) io_error("cannot create attribute uncertainty", where);
+    check(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &h.uncertainty), "cannot write attribute", where);
+  }
+  write_floats(g.get(), "scores", h.scores, {n}, half, where);
+  if (!h.descriptors.empty()) write_floats(g.get(), "descriptors", h.descriptors, {256, n}, half, where);
+  const std::int64_t size[2] = {h.width, h.height};
+  write_dataset(g.get(), "image_size", H5T_STD_I64LE, H5T_NATIVE_INT64, {2}, size, where);
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+Hid open_file(const std::string& path, unsigned flags) {
+  quiet_hdf5();
+  Hid f(H5Fopen(path.c_str(), flags, H5P_DEFAULT), H5Fclose);
+  if (!f.ok()) io_error("cannot open HDF5 file (missing, not HDF5, or damaged)", path);
+  return f;
+}
+
+Hid create_file(const std::string& path) {
+  quiet_hdf5();
+  Hid f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!f.ok()) io_error("cannot create HDF5 file", path);
+  return f;
+}
+
+herr_t visit_cb(hid_t, const char* name, const H5O_info_t* info, void* data) {
+  if (info->type == H5O_TYPE_DATASET) {
+    const std::string n = name;
+    const auto slash = n.rfind('/');
+    static_cast<std::set<std::string>*>(data)->insert(slash == std::string::npos ? "" : n.substr(0, slash));
+  }
+  return 0;
+}
+
+std::vector<std::string> names_of(hid_t file, const std::string& path) {
+  std::set<std::string> names;
+  check(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, &names, H5O_INFO_BASIC), "cannot list", path);
+  names.erase("");  // datasets at the root belong to no image
+  return {names.begin(), names.end()};
+}
+
+}  // namespace
+
+std::vector<std::string> list_h5_names(const std::string& path) {
+  std::lock_guard lock(hdf5_mutex());
+  Hid f = open_file(path, H5F_ACC_RDONLY);
+  return names_of(f.get(), path);
+}
+
+std::uint16_t float_to_half(float x) noexcept {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const std::uint32_t absu = u & 0x7fffffffu;
+  if (absu >= 0x7f800000u)  // inf or NaN (keep a quiet NaN)
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u | ((absu >> 13) & 0x3ffu) : 0));
+  if (absu >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (absu < 0x38800000u) {  // below the smallest normal half 2^-14: subnormal, round to nearest even
+    const int e = static_cast<int>(absu >> 23);
+    if (e < 102) return static_cast<std::uint16_t>(sign);  // < 2^-25: rounds to zero
+    const std::uint32_t mant = (absu & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - e;  // value = mant * 2^(e-150); half subnormal unit 2^-24
+    const std::uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
+    const std::uint32_t r = q + ((rem > halfway || (rem == halfway && (q & 1u))) ? 1u : 0u);
+    return static_cast<std::uint16_t>(sign | r);
+  }
+  // normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even (a carry may bump the exponent)
+  const std::uint32_t v = absu - 0x38000000u;  // (127 - 15) << 23
+  const std::uint32_t q = v >> 13, rem = v & 0x1fffu;
+  const std::uint32_t r = q + ((rem > 0x1000u || (rem == 0x1000u && (q & 1u))) ? 1u : 0u);
+  return static_cast<std::uint16_t>(sign | r);
+}
+
+HlocFeatures to_hloc(const Features& f) {
+  HlocFeatures h;
+  h.height = f.image_size[0];
+  h.width = f.image_size[1];
+  // hloc: scales = (original_size / size).astype(np.float32); size = the network input 640x480.
+  const float s[2] = {static_cast<float>(static_cast<double>(h.width) / 640.0),
+                      static_cast<float>(static_cast<double>(h.height) / 480.0)};
+  const double net[2] = {640.0, 480.0};
+  const std::size_t n = f.size();
+  h.keypoints.resize(2 * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int c = 0; c < 2; ++c) {
+      // Our keypoints are float32(p / 640 * W) for an integer network position p: recover p, then apply hloc's
+      // (kp + .5) * scales - .5 in float32 as numpy does.
+      const double orig = c == 0 ? static_cast<double>(h.width) : static_cast<double>(h.height);
+      const float p = static_cast<float>(std::nearbyint(static_cast<double>(f.keypoints[2 * i + c]) * net[c] / orig));
+      const float a = p + 0.5f;
+      const float b = a * s[c];
+      h.keypoints[2 * i + c] = b - 0.5f;
+    }
+  h.scores = f.scores;
+  if (f.has_descriptors) {
+    const std::size_t d = static_cast<std::size_t>(f.descriptor_dim);
+    h.descriptors.resize(d * n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < d; ++k) h.descriptors[k * n + i] = f.descriptors[i * d + k];
+  }
+  // hloc: uncertainty = getattr(model, "detection_noise", 1) * scales.mean(); SuperPoint.detection_noise = 2.0;
+  // np.mean of float32 is float32, the product with a Python float is float64 (numpy 1.x).
+  const float mean = (s[0] + s[1]) / 2.0f;
+  h.uncertainty = 2.0 * static_cast<double>(mean);
+  return h;
+}
+
+PartWriter::PartWriter(std::string parts_dir, bool as_half) : dir_(std::move(parts_dir)), as_half_(as_half) {}
+
+void PartWriter::add(const std::string& name, const Features& f) {
+  pending_.emplace_back(name, to_hloc(f));
+}
+
+std::size_t PartWriter::commit() {
+  if (pending_.empty()) return 0;
+  std::lock_guard lock(hdf5_mutex());
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) io_error("cannot create folder (" + ec.message() + ")", dir_);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  std::ostringstream base;
+  base << dir_ << "/part-" << std::chrono::duration_cast<std::chrono::microseconds>(now).count() << "-" << ::getpid()
+       << "-" << seq_++;
+  const std::string tmp = base.str() + ".h5.tmp", final_path = base.str() + ".h5";
+  {
+    Hid f = create_file(tmp);
+    for (const auto& [name, h] : pending_) write_group(f.get(), name, h, as_half_, tmp);
+    check(f.close(), "cannot close", tmp);
+  }
+  fsync_path(tmp);
+  fs::rename(tmp, final_path, ec);
+  if (ec) io_error("cannot rename to " + final_path + " (" + ec.message() + ")", tmp);
+  const std::size_t n = pending_.size();
+  pending_.clear();
+  return n;
+}
+
+std::vector<std::string> part_files(const std::string& output) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(output + ".parts", ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    if (it->path().extension() == ".h5") out.push_back(it->path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& output, bool overwrite,
+                     bool include_existing) {
+  std::lock_guard lock(hdf5_mutex());
+  quiet_hdf5();
+  const bool existing = include_existing && fs::exists(output);
+  // Check everything before writing anything: every source readable, no duplicate unless overwrite.
+  std::map<std::string, std::string> source_of;  // name -> file
+  if (existing)
+    for (auto& n : list_h5_names(output)) source_of[n] = output;
+  std::vector<std::vector<std::string>> names(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (fs::exists(output) && fs::equivalent(inputs[i], output))
+      throw Error(ErrorKind::InvalidArgument, "merge: the input " + inputs[i] + " is the output");
+    names[i] = list_h5_names(inputs[i]);
+    for (const auto& n : names[i]) {
+      auto [it, inserted] = source_of.emplace(n, inputs[i]);
+      if (!inserted && !overwrite)
+        throw Error(ErrorKind::InvalidArgument, "merge: image '" + n + "' is in both " + it->second + " and " +
+                                                    inputs[i] + " (use --overwrite to keep the later one)");
+      it->second = inputs[i];
+    }
+  }
+  const std::string tmp = output + ".tmp";
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  try {
+    if (existing) {
+      fs::copy_file(output, tmp, fs::copy_options::overwrite_existing, ec);
+      if (ec) io_error("cannot copy to " + tmp + " (" + ec.message() + ")", output);
+    }
+    Hid dst = existing ? open_file(tmp, H5F_ACC_RDWR) : create_file(tmp);
+    std::set<std::string> present;
+    if (existing)
+      for (auto& n : names_of(dst.get(), tmp)) present.insert(n);
+    Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(lcpl.get(), 1);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      Hid src = open_file(inputs[i], H5F_ACC_RDONLY);
+      for (const auto& n : names[i]) {
+        if (present.count(n)) check(H5Ldelete(dst.get(), n.c_str(), H5P_DEFAULT), "cannot replace " + n, tmp);
+        check(H5Ocopy(src.get(), n.c_str(), dst.get(), n.c_str(), H5P_DEFAULT, lcpl.get()), "cannot copy " + n,
+              inputs[i]);
+        present.insert(n);
+      }
+    }
+    check(dst.close(), "cannot close", tmp);
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  fsync_path(tmp);
+  fs::rename(tmp, output, ec);
+  if (ec) io_error("cannot rename " + tmp + " (" + ec.message() + ")", output);
+  return source_of.size();
+}
+
+}  // namespace superpoint_rt::batch

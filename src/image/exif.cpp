@@ -145,47 +145,54 @@ void transpose_into(const std::uint8_t* src, int w, int h, std::uint8_t* dst, bo
   }
 }
 
+// Mirrors the image in place: no second buffer. Both flips together reverse the pixel order of the whole image.
 template <int C>
-void flip_into(const std::uint8_t* src, int w, int h, std::uint8_t* dst, bool flip_x, bool flip_y) {
+void flip_inplace(std::uint8_t* p, int w, int h, bool flip_x, bool flip_y) {
+  const auto swap_px = [](std::uint8_t* a, std::uint8_t* b) { std::swap_ranges(a, a + C, b); };
   const std::size_t stride = static_cast<std::size_t>(w) * C;
-  for (int y = 0; y < h; ++y) {
-    const std::uint8_t* s = src + static_cast<std::size_t>(y) * stride;
-    std::uint8_t* d = dst + static_cast<std::size_t>(flip_y ? h - 1 - y : y) * stride;
-    if (!flip_x) {
-      std::memcpy(d, s, stride);
-      continue;
+  if (flip_x && flip_y) {
+    const std::size_t n = stride * static_cast<std::size_t>(h) / C;
+    for (std::size_t i = 0, j = n - 1; i < j; ++i, --j) swap_px(p + i * C, p + j * C);
+  } else if (flip_y) {
+    for (int y = 0, z = h - 1; y < z; ++y, --z)
+      std::swap_ranges(p + static_cast<std::size_t>(y) * stride, p + static_cast<std::size_t>(y + 1) * stride,
+                       p + static_cast<std::size_t>(z) * stride);
+  } else if (flip_x) {
+    for (int y = 0; y < h; ++y) {
+      std::uint8_t* r = p + static_cast<std::size_t>(y) * stride;
+      for (int x = 0, z = w - 1; x < z; ++x, --z)
+        swap_px(r + static_cast<std::size_t>(x) * C, r + static_cast<std::size_t>(z) * C);
     }
-    for (int x = 0; x < w; ++x)
-      std::memcpy(d + static_cast<std::size_t>(w - 1 - x) * C, s + static_cast<std::size_t>(x) * C, C);
   }
 }
 
 }  // namespace
 
 Image apply_exif_orientation(Image im, int orientation) {
-  if (orientation < 2 || orientation > 8) return im;
+  if (orientation < 2 || orientation > 8 || im.pixels.empty()) return im;
   // ApplyExifOrientation: 2 flip(1) (mirror columns), 3 flip(-1), 4 flip(0) (mirror rows); 5 transpose, 6 transpose +
   // flip(1), 7 transpose + flip(-1), 8 transpose + flip(0).
   const bool transpose = orientation >= 5;
   const int k = transpose ? orientation - 4 : orientation;  // 1 none, 2 columns, 3 both, 4 rows
   const bool flip_x = k == 2 || k == 3, flip_y = k == 3 || k == 4;
+  const bool rgb = im.format == PixelFormat::RGB;
+  if (!transpose) {  // 2, 3, 4: in place
+    if (rgb)
+      flip_inplace<3>(im.pixels.data(), im.width, im.height, flip_x, flip_y);
+    else
+      flip_inplace<1>(im.pixels.data(), im.width, im.height, flip_x, flip_y);
+    return im;
+  }
+  // 5-8: one pass into a second buffer of the result's size (a non-square transpose is not done in place).
   Image out;
   out.format = im.format;
-  out.width = transpose ? im.height : im.width;
-  out.height = transpose ? im.width : im.height;
+  out.width = im.height;
+  out.height = im.width;
   out.pixels.resize(im.pixels.size());
-  const bool rgb = im.format == PixelFormat::RGB;
-  if (transpose) {
-    if (rgb)
-      transpose_into<3>(im.pixels.data(), im.width, im.height, out.pixels.data(), flip_x, flip_y);
-    else
-      transpose_into<1>(im.pixels.data(), im.width, im.height, out.pixels.data(), flip_x, flip_y);
-  } else {
-    if (rgb)
-      flip_into<3>(im.pixels.data(), im.width, im.height, out.pixels.data(), flip_x, flip_y);
-    else
-      flip_into<1>(im.pixels.data(), im.width, im.height, out.pixels.data(), flip_x, flip_y);
-  }
+  if (rgb)
+    transpose_into<3>(im.pixels.data(), im.width, im.height, out.pixels.data(), flip_x, flip_y);
+  else
+    transpose_into<1>(im.pixels.data(), im.width, im.height, out.pixels.data(), flip_x, flip_y);
   return out;
 }
 

@@ -20,7 +20,8 @@ std::uint16_t exif_orientation_cv2(std::span<const std::uint8_t> tiff) noexcept;
 
 /// `im` transformed as OpenCV's ApplyExifOrientation does for `orientation` (1 none, 2 flip horizontally, 3 rotate
 /// 180, 4 flip vertically, 5 transpose, 6 rotate 90 clockwise, 7 transverse, 8 rotate 90 counter-clockwise); any
-/// other value leaves the image as it is. One pass over the pixels (none for 1).
+/// other value leaves the image as it is. One pass over the pixels (none for 1): 2-4 in place, 5-8 into a second
+/// buffer of the same size (the memory of a transposed result is twice its size while it is made).
 Image apply_exif_orientation(Image im, int orientation);
 
 }  // namespace superpoint_rt::image

@@ -11,7 +11,9 @@
 //         orientation from an eXIf chunk (before or after the image data).
 //   TIFF  the pixels of our decoder (8-bit RGB/gray/palette: what libtiff's RGBA reader gives), EXIF orientation from
 //         the file's own IFD0 Orientation tag (OpenCV 4.6 applies it to TIFF too).
-//   BMP, WebP, PNM  the pixels of our decoders; no orientation (OpenCV has none for them).
+//   BMP, WebP, PNM  the pixels of our decoders; no orientation (OpenCV has none for them). KNOWN DIFFERENCE, not yet
+//         fixed: a PGM / PPM with maxval > 255 (16-bit samples): OpenCV keeps the high byte of the raw sample
+//         (maxval 1000: 300 -> 1), our decoder scales to 0..255 as Pillow (300 -> 76).
 //   GIF   OpenCV 4.6 cannot read GIF (cv2.imread returns None). Users of these presets expect a GIF to work as in
 //         the other paths, so we decode its first frame with our decoder and convert it as below.
 // Conversions for the formats OpenCV decodes itself: Grayscale from RGB is imgcodecs' 14-bit fixed point

@@ -373,9 +373,11 @@ int reflect_index(int i, int n) {
   return i;
 }
 
-// torch upsample_bilinear2d (align_corners=False, no scale factor) source index and weights of one axis, in float
-// (opmath of float): scale = in / out, real = max(scale * (d + 0.5) - 0.5, 0), i0 = floor, i1 = i0 + (i0 < in - 1),
-// l1 = real - i0, l0 = 1 - l1. An axis of equal size is copied (compute_source_index_and_lambda).
+// torch upsample_bilinear2d (align_corners=False, no scale factor) source index and weights of one axis, as torch
+// >= 2.0 computes them, in float (opmath of float): scale = in / out, real = max(scale * (d + 0.5) - 0.5, 0),
+// i0 = floor, i1 = i0 + (i0 < in - 1), l1 = real - i0, l0 = 1 - l1; an axis of equal size is copied
+// (compute_source_index_and_lambda). Torch 1.13 (Debian 12) takes real in double instead: its l1 differs by up to
+// half a float ulp of real (3e-5 near 1000; measured), a difference between the two torch versions themselves.
 void torch_linear_axis(int in, int out, int* i0, int* i1, float* l0, float* l1) {
   const float scale = static_cast<float>(in) / static_cast<float>(out);
   for (int d = 0; d < out; ++d) {
@@ -387,7 +389,7 @@ void torch_linear_axis(int in, int out, int* i0, int* i1, float* l0, float* l1) 
     }
     float real = scale * (static_cast<float>(d) + 0.5f) - 0.5f;
     if (real < 0.f) real = 0.f;
-    const int i = std::min(static_cast<int>(std::floor(real)), in - 1);
+    const int i = std::min(static_cast<int>(real), in - 1);
     i0[d] = i;
     i1[d] = i + (i < in - 1 ? 1 : 0);
     l1[d] = std::min(std::max(real - static_cast<float>(i), 0.f), 1.f);

@@ -141,6 +141,21 @@ def image_seeds(shared: Path):
     return s
 
 
+def exif_seeds(imgs):
+    """JPEGs with an EXIF APP1 segment, PNGs with an eXIf chunk, and a bare TIFF IFD0, each with orientation 6."""
+    ifd = b"II*\0" + struct.pack("<IH", 8, 2) + struct.pack("<HHII", 0x010F, 2, 6, 38) \
+        + struct.pack("<HHIHH", 0x0112, 3, 1, 6, 0) + struct.pack("<I", 0) + b"Canon\0"
+    s = [("exif_ifd0.tif", ifd)]
+    for name, data in imgs:
+        if name.endswith("16x16.jpg") and data[:2] == b"\xff\xd8":
+            s.append(("exif6_" + name, data[:2] + b"\xff\xe1" + struct.pack(">H", len(ifd) + 8) + b"Exif\0\0" + ifd
+                      + data[2:]))
+        if name.endswith("16x16.png") and data[:8] == b"\x89PNG\r\n\x1a\n":
+            at = data.index(b"IDAT") - 4
+            s.append(("exif6_" + name, data[:at] + png_chunk(b"eXIf", ifd) + data[at:]))
+    return s
+
+
 def http_seeds(png: bytes, jpg: bytes):
     def req(method, target, headers=(), body=b""):
         head = f"{method} {target} HTTP/1.1\r\nHost: localhost:8000\r\n"
@@ -330,6 +345,9 @@ def main():
     imgs = image_seeds(a.shared)
     for name, data in imgs:
         c.add("decode", name, data)
+    # The cv2 decode harness: the same images, plus EXIF orientations (fuzz_decode_cv2.cpp).
+    for name, data in imgs + exif_seeds(imgs):
+        c.add("decode_cv2", name, data)
     # The plane harness takes 3 parameter bytes (channel, output width - 1, output height - 1), then a JPEG.
     jpegs = [(n, d) for n, d in imgs if d[:3] == b"\xff\xd8\xff"]
     for i, (name, data) in enumerate(jpegs):

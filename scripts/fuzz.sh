@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan) and runs each for a bounded time.
 #   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]      default 30 s, every harness
-#   harnesses: decode decode_plane http weights hub npz             (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
+#   harnesses: decode decode_plane decode_cv2 http weights hub npz           (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
 # Environment: FUZZ_BUILD_DIR (default build-fuzz/ in the repository), SUPERPOINT_RT_SHARED (images for the seeds,
 # default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS,
 # FUZZ_SAVE_DIR (where failing inputs are copied, as <dir>/<name>/; default fuzz/regressions),
@@ -18,7 +18,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-30}"
 shift || true
-all=(decode decode_plane http weights hub npz)
+all=(decode decode_plane decode_cv2 http weights hub npz)
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do
@@ -75,8 +75,8 @@ for h in "${harnesses[@]}"; do
   # allocation over 256 MiB there is sized by a header field, not by the pixels (an amplification), and is reported
   # as an OOM. The other harnesses allocate at most a few times their input; libFuzzer's default (the RSS limit).
   malloc_limit=2048
-  case "$h" in decode | decode_plane) malloc_limit=256 ;; esac
-  [ "$h" = decode_plane ] && dict="$root/fuzz/dict/decode.dict"
+  case "$h" in decode | decode_plane | decode_cv2) malloc_limit=256 ;; esac
+  [ "$h" = decode_plane ] || [ "$h" = decode_cv2 ] && dict="$root/fuzz/dict/decode.dict"
   echo "== fuzz_$h: $seconds s (log: $log)"
   set +e
   # The outer timeout only guards against a hang of libFuzzer itself; -max_total_time ends a normal run.

@@ -24,6 +24,7 @@ if [ "${1:-}" = "--test" ]; then
     clang libclang-rt-14-dev                   # libFuzzer harnesses (scripts/fuzz.sh)
     mmdebstrap                                 # the fresh Debian root (scripts/check-fresh-root.sh)
     file                                       # CPack's DEB generator runs it before dpkg-shlibdeps (check-deb.sh)
+    python3-opencv                             # the reference of the cv2-exact decoders (tests/python/test_decode_cv2.py)
   )
 fi
 

@@ -24,7 +24,9 @@
 #include <jerror.h>
 // clang-format on
 
+#include "image/decode_cv2.hpp"
 #include "image/decode_internal.hpp"
+#include "image/exif.hpp"
 #include "image/ycc_rows.hpp"
 
 namespace superpoint_rt::image {
@@ -56,6 +58,7 @@ struct JpegJob {
   jpeg_progress_mgr progress;
   bool created;
   long memory_limit;  // libjpeg's max_memory_to_use: work_limit() of the input
+  bool save_app1;     // keep the APP1 segments (EXIF) for decode_jpeg_cv2's orientation
 };
 
 // libjpeg-turbo's advice for untrusted progressive files (LJT-01-003), as TurboJPEG's scan limit does it: every
@@ -99,13 +102,21 @@ bool read_header(JpegJob* j, const std::uint8_t* data, std::size_t size) {
   j->progress.progress_monitor = on_progress;
   j->cinfo.progress = &j->progress;
   jpeg_mem_src(&j->cinfo, data, static_cast<unsigned long>(size));
+  if (j->save_app1) jpeg_save_markers(&j->cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&j->cinfo, TRUE);
   return true;
 }
 
+// Converts one row of `width` CMYK pixels (as libjpeg outputs them) into a result row.
+using CmykRowFn = void (*)(const std::uint8_t* cmyk, std::uint8_t* dst, int width);
+
+void pillow_cmyk_row(const std::uint8_t* cmyk, std::uint8_t* dst, int width) {
+  cmyk_to_rgb_row(cmyk, dst, width, true);
+}
+
 // Phase 2: pixels, straight into the rows of `out` (allocated as they are decoded); CMYK goes through `cmyk_row`
-// (4 * width bytes). OutputRows::reach may throw (no C++ object of this frame lives across the setjmp).
-bool read_pixels(JpegJob* j, OutputRows* out, std::uint8_t* cmyk_row) {
+// (4 * width bytes) and `cmyk_fn`. OutputRows::reach may throw (no C++ object of this frame lives across the setjmp).
+bool read_pixels(JpegJob* j, OutputRows* out, std::uint8_t* cmyk_row, CmykRowFn cmyk_fn) {
   if (setjmp(j->err.jump)) return false;
   jpeg_decompress_struct* c = &j->cinfo;
   jpeg_start_decompress(c);
@@ -114,7 +125,7 @@ bool read_pixels(JpegJob* j, OutputRows* out, std::uint8_t* cmyk_row) {
       JSAMPROW row = cmyk_row;
       const JDIMENSION y = c->output_scanline;
       if (jpeg_read_scanlines(c, &row, 1) != 1) return false;
-      cmyk_to_rgb_row(cmyk_row, out->row(static_cast<int>(y)), static_cast<int>(c->output_width), true);
+      cmyk_fn(cmyk_row, out->row(static_cast<int>(y)), static_cast<int>(c->output_width));
     } else {
       JSAMPROW rows[16];
       const JDIMENSION y = c->output_scanline;
@@ -185,7 +196,55 @@ Image decode_jpeg(Bytes b, const std::string& name, std::int64_t max_pixels) {
                  ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
   std::vector<std::uint8_t> cmyk;
   if (c.num_components == 4) cmyk.resize(4 * static_cast<std::size_t>(c.image_width));
-  if (!read_pixels(&g.job, &out, cmyk.empty() ? nullptr : cmyk.data()))
+  if (!read_pixels(&g.job, &out, cmyk.empty() ? nullptr : cmyk.data(), pillow_cmyk_row))
+    jpeg_fail(g.job, name, "decoding stopped early");
+  return out.finish();
+}
+
+namespace {
+
+// OpenCV 4.6's icvCvt_CMYK2BGR_8u_C4C3R (imgcodecs utils.cpp), written as RGB: per channel k - ((255 - v) * k >> 8)
+// with C -> R, M -> G, Y -> B.
+void cv2_cmyk_rgb_row(const std::uint8_t* cmyk, std::uint8_t* rgb, int width) {
+  for (int x = 0; x < width; ++x, cmyk += 4, rgb += 3) {
+    const int k = cmyk[3];
+    for (int i = 0; i < 3; ++i) rgb[i] = static_cast<std::uint8_t>(k - ((255 - cmyk[i]) * k >> 8));
+  }
+}
+
+// icvCvt_CMYK2Gray_8u_C4C1R: the same channels, then the 14-bit luma.
+void cv2_cmyk_gray_row(const std::uint8_t* cmyk, std::uint8_t* gray, int width) {
+  for (int x = 0; x < width; ++x, cmyk += 4) {
+    const int k = cmyk[3];
+    const auto ch = [&](int i) { return static_cast<unsigned>(k - ((255 - cmyk[i]) * k >> 8)); };
+    gray[x] = cv2_gray(ch(0), ch(1), ch(2));
+  }
+}
+
+}  // namespace
+
+Image decode_jpeg_cv2(Bytes b, const std::string& name, std::int64_t max_pixels, Cv2Read mode, int* orientation) {
+  JpegGuard g;
+  g.job.save_app1 = true;
+  (void)open_jpeg(g, b, name);  // the header, with decode_jpeg's errors (component counts other than 1, 3, 4 refused)
+  jpeg_decompress_struct& c = g.job.cinfo;
+  // grfmt_jpeg.cpp: EXIF from the first APP1 segment, past its 6-byte identifier, whatever the segment is.
+  *orientation = 0;
+  for (jpeg_saved_marker_ptr m = c.marker_list; m; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1) continue;
+    if (m->data_length > 6) *orientation = exif_orientation_cv2({m->data + 6, m->data_length - 6});
+    break;
+  }
+  check_dimensions(ImageFormat::JPEG, name, c.image_width, c.image_height, max_pixels);
+  // JpegDecoder::readData: 4 components as JCS_CMYK converted by OpenCV, otherwise libjpeg's own gray or colour.
+  const bool gray = mode == Cv2Read::Grayscale;
+  const bool cmyk = c.num_components == 4;
+  c.out_color_space = cmyk ? JCS_CMYK : (gray ? JCS_GRAYSCALE : JCS_RGB);
+  OutputRows out(ImageFormat::JPEG, name, static_cast<int>(c.image_width), static_cast<int>(c.image_height),
+                 gray ? PixelFormat::Gray : PixelFormat::RGB);
+  std::vector<std::uint8_t> cmyk_row;
+  if (cmyk) cmyk_row.resize(4 * static_cast<std::size_t>(c.image_width));
+  if (!read_pixels(&g.job, &out, cmyk ? cmyk_row.data() : nullptr, gray ? cv2_cmyk_gray_row : cv2_cmyk_rgb_row))
     jpeg_fail(g.job, name, "decoding stopped early");
   return out.finish();
 }

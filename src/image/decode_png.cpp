@@ -27,7 +27,9 @@
 #include <cstring>
 #include <vector>
 
+#include "image/decode_cv2.hpp"
 #include "image/decode_internal.hpp"
+#include "image/exif.hpp"
 
 namespace superpoint_rt::image {
 namespace {
@@ -197,6 +199,102 @@ Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
     for (int y = 0; y < hh; ++y) expand_palette_row_inplace(im.pixels.data() + y * stride, w, pal);
   }
   return im;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// decode_png_cv2: OpenCV 4.6's PngDecoder (grfmt_png.cpp readHeader + readData) for an 8-bit 1- or 3-channel Mat.
+
+namespace {
+
+// The info struct png_read_end fills (chunks after the image data); destroyed before the read struct it belongs to.
+struct PngEndInfo {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  ~PngEndInfo() {
+    if (info) png_destroy_info_struct(png, &info);
+  }
+};
+
+// PngDecoder::readData's transformations, in its order. Trivially destructible locals only.
+bool read_info_cv2(PngGuard* g, const Ihdr* h, bool gray, int* rowbytes_ok) {
+  png_structp png = g->png;
+  png_infop info = g->info;
+  if (setjmp(png_jmpbuf(png))) return false;
+  png_set_user_limits(png, 0x7FFFFFFF, 0x7FFFFFFF);  // the pixel limit is ours (max_pixels), not libpng's 1e6
+  png_read_info(png, info);
+  if (h->depth == 16) png_set_strip_16(png);
+  png_set_strip_alpha(png);  // OpenCV: always, for a Mat of fewer than 4 channels
+  if (h->color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if ((h->color_type & PNG_COLOR_MASK_COLOR) == 0 && h->depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (!gray && (h->color_type & PNG_COLOR_MASK_COLOR) == 0) png_set_gray_to_rgb(png);
+  // (OpenCV's png_set_bgr for colour files is left out: we return RGB, its channels swapped back.)
+  if (gray) png_set_rgb_to_gray(png, 1, 0.299, 0.587);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  *rowbytes_ok = png_get_rowbytes(png, info) == static_cast<png_size_t>(h->width) * (gray ? 1 : 3) &&
+                 png_get_bit_depth(png, info) == 8;
+  return true;
+}
+
+// png_read_end (OpenCV reads the chunks after the image data too: an error there fails the decode), then the eXIf
+// chunk's orientation from the header or the trailing chunks.
+bool read_end_cv2(PngGuard* g, png_infop end_info, int* orientation) {
+  if (setjmp(png_jmpbuf(g->png))) return false;
+  png_read_end(g->png, end_info);
+  png_uint_32 n = 0;
+  png_bytep exif = nullptr;
+  if (png_get_valid(g->png, g->info, PNG_INFO_eXIf)) {
+    png_get_eXIf_1(g->png, g->info, &n, &exif);
+  } else if (png_get_valid(g->png, end_info, PNG_INFO_eXIf)) {
+    png_get_eXIf_1(g->png, end_info, &n, &exif);
+  }
+  *orientation = exif && n > 0 ? exif_orientation_cv2({exif, n}) : 0;
+  return true;
+}
+
+}  // namespace
+
+Image decode_png_cv2(Bytes b, const std::string& name, std::int64_t max_pixels, Cv2Read mode, int* orientation) {
+  const Ihdr h = read_ihdr(b, name);
+  check_dimensions(ImageFormat::PNG, name, h.width, h.height, max_pixels);
+  // libpng's row buffers: the previous row as stored and the current one at the widest pixel of the transformations
+  // (at most 8 bytes: 16-bit RGBA before stripping, or a palette index expanded to RGB).
+  const std::uint64_t libpng_row = std::max<std::uint64_t>(raw_row_bytes(h), 8 * std::uint64_t{h.width} + 64);
+  check_work(ImageFormat::PNG, name, static_cast<std::int64_t>(2 * libpng_row + 128), b.size(),
+             std::to_string(h.width) + "-pixel rows (libpng's row buffers)");
+  const bool gray = mode == Cv2Read::Grayscale;
+
+  PngGuard g;
+  g.src = PngSrc{b.data(), b.size(), 0, {}};
+  g.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &g.src, on_error, on_warning);
+  if (!g.png) fail(ErrorKind::Internal, ImageFormat::PNG, name, "png_create_read_struct failed");
+  g.info = png_create_info_struct(g.png);
+  if (!g.info) fail(ErrorKind::Internal, ImageFormat::PNG, name, "png_create_info_struct failed");
+  PngEndInfo end{g.png, png_create_info_struct(g.png)};
+  if (!end.info) fail(ErrorKind::Internal, ImageFormat::PNG, name, "png_create_info_struct failed");
+  png_set_read_fn(g.png, &g.src, on_read);
+
+  int rowbytes_ok = 0;
+  if (!read_info_cv2(&g, &h, gray, &rowbytes_ok)) fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
+  if (!rowbytes_ok) {
+    fail(ErrorKind::UnsupportedFormat, ImageFormat::PNG, name,
+         "unsupported bit depth " + std::to_string(h.depth) + " / colour type " + std::to_string(h.color_type));
+  }
+  const int w = static_cast<int>(h.width), hh = static_cast<int>(h.height);
+  // png_read_image's loop, as decode_png (rows outside an interlace pass are not written and get no storage).
+  OutputRows out(ImageFormat::PNG, name, w, hh, gray ? PixelFormat::Gray : PixelFormat::RGB);
+  const int passes = h.interlace != PNG_INTERLACE_NONE ? PNG_INTERLACE_ADAM7_PASSES : 1;
+  for (int pass = 0; pass < passes; ++pass) {
+    const bool columns = passes == 1 || PNG_PASS_COLS(h.width, pass) > 0;
+    for (int y = 0; y < hh; ++y) {
+      const bool written = passes == 1 || (columns && PNG_ROW_IN_INTERLACE_PASS(y, pass));
+      if (!read_row(&g, written ? out.row(y) : nullptr)) {
+        fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
+      }
+    }
+  }
+  if (!read_end_cv2(&g, end.info, orientation)) fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
+  return out.finish();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

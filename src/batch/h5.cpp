@@ -1,8 +1,6 @@
-// Batch extraction: see batch.hpp for the file layout and the crash-safety scheme.
-#include "batch/batch.hpp"
-
+// Batch extraction: hloc feature files in HDF5 (writing part files, listing, merging). See batch.hpp for the layout
+// and the crash-safety scheme.
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -11,16 +9,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <deque>
 #include <filesystem>
-#include <fstream>
-#include <future>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
+#include "batch/batch.hpp"
 
 namespace superpoint_rt::batch {
 namespace fs = std::filesystem;
@@ -163,107 +158,7 @@ std::vector<std::string> names_of(hid_t file, const std::string& path) {
   return {names.begin(), names.end()};
 }
 
-// ---- listing -----------------------------------------------------------------------------------------------------
-
-bool default_image_file(const fs::path& p) {
-  static const char* kExt[] = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp",
-                               ".tif", ".tiff", ".pgm", ".ppm", ".pnm", ".pbm"};
-  std::string e = p.extension().string();
-  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return std::any_of(std::begin(kExt), std::end(kExt), [&](const char* k) { return e == k; });
-}
-
-bool matches(const std::vector<std::string>& globs, const std::string& rel) {
-  const std::string base = rel.substr(rel.rfind('/') == std::string::npos ? 0 : rel.rfind('/') + 1);
-  for (const auto& g : globs)
-    if (fnmatch(g.c_str(), g.find('/') != std::string::npos ? rel.c_str() : base.c_str(), 0) == 0) return true;
-  return false;
-}
-
-/// `p` relative to `root` in POSIX form; throws when p is outside root.
-std::string relative_name(const fs::path& p, const fs::path& root) {
-  // Lexical, not canonical: the images may be symbolic links to files elsewhere; their names stay in the tree.
-  const fs::path rel = fs::absolute(p).lexically_normal().lexically_relative(fs::absolute(root).lexically_normal());
-  const std::string s = rel.generic_string();
-  if (s.empty() || s == "." || s.rfind("..", 0) == 0)
-    throw Error(ErrorKind::InvalidArgument, "image " + p.string() + " is not inside the image root " + root.string());
-  return s;
-}
-
 }  // namespace
-
-// ---- public functions --------------------------------------------------------------------------------------------
-
-std::vector<ImageEntry> list_images(const ListSpec& spec) {
-  std::vector<ImageEntry> out;
-  for (const auto& in : spec.inputs) {
-    std::error_code ec;
-    const auto st = fs::status(in, ec);
-    // A missing file stays in the list: it fails alone (in the report) and the run continues.
-    if (fs::is_directory(st)) {
-      const fs::path root = spec.image_root.empty() ? fs::path(in) : fs::path(spec.image_root);
-      std::vector<ImageEntry> found;
-      for (auto it = fs::recursive_directory_iterator(in, fs::directory_options::follow_directory_symlink, ec);
-           !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (!it->is_regular_file(ec)) continue;
-        const std::string rel = it->path().lexically_relative(in).generic_string();
-        if (spec.globs.empty() ? !default_image_file(it->path()) : !matches(spec.globs, rel)) continue;
-        found.push_back({relative_name(it->path(), root), it->path().string()});
-      }
-      if (ec) throw Error(ErrorKind::Io, "cannot list folder " + in + ": " + ec.message());
-      out.insert(out.end(), found.begin(), found.end());
-    } else {
-      const std::string name =
-          spec.image_root.empty() ? fs::path(in).filename().string() : relative_name(in, spec.image_root);
-      out.push_back({name, in});
-    }
-  }
-  if (!spec.image_list.empty()) {
-    std::ifstream f(spec.image_list);
-    if (!f) throw Error(ErrorKind::NotFound, "cannot read image list " + spec.image_list);
-    const fs::path root = spec.image_root.empty() ? fs::path(".") : fs::path(spec.image_root);
-    std::string line;
-    while (std::getline(f, line)) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-      if (line.empty() || line[0] == '#') continue;
-      const std::string name = fs::path(line).lexically_normal().generic_string();
-      if (fs::path(name).is_absolute() || name.rfind("..", 0) == 0)
-        throw Error(ErrorKind::InvalidArgument,
-                    "image list " + spec.image_list + ": '" + line + "' is not a path relative to the image root");
-      out.push_back({name, (root / name).string()});
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const ImageEntry& a, const ImageEntry& b) { return a.name < b.name; });
-  for (std::size_t i = 1; i < out.size(); ++i)
-    if (out[i].name == out[i - 1].name)
-      throw Error(ErrorKind::InvalidArgument, "two images have the name '" + out[i].name + "': " + out[i - 1].path +
-                                                  " and " + out[i].path + " (use --image-root)");
-  return out;
-}
-
-std::pair<int, int> parse_shard(const std::string& text) {
-  const auto slash = text.find('/');
-  const auto bad = [&] {
-    return Error(ErrorKind::InvalidArgument, "--shard: '" + text + "' is not i/n with 0 <= i < n <= 1000000");
-  };
-  if (slash == std::string::npos) throw bad();
-  try {
-    std::size_t a = 0, b = 0;
-    const std::string si = text.substr(0, slash), sn = text.substr(slash + 1);
-    const long i = std::stol(si, &a), n = std::stol(sn, &b);
-    if (a != si.size() || b != sn.size() || i < 0 || n < 1 || i >= n || n > 1000000) throw bad();
-    return {static_cast<int>(i), static_cast<int>(n)};
-  } catch (const std::logic_error&) {
-    throw bad();
-  }
-}
-
-std::vector<ImageEntry> shard(const std::vector<ImageEntry>& images, int index, int count) {
-  std::vector<ImageEntry> out;
-  for (std::size_t i = static_cast<std::size_t>(index); i < images.size(); i += static_cast<std::size_t>(count))
-    out.push_back(images[i]);
-  return out;
-}
 
 std::vector<std::string> list_h5_names(const std::string& path) {
   std::lock_guard lock(hdf5_mutex());
@@ -422,128 +317,6 @@ std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& 
   fs::rename(tmp, output, ec);
   if (ec) io_error("cannot rename " + tmp + " (" + ec.message() + ")", output);
   return source_of.size();
-}
-
-std::string Report::json() const {
-  nlohmann::json j;
-  j["output"] = output;
-  j["shard"] = shard;
-  j["total"] = total;
-  j["skipped"] = skipped;
-  j["processed"] = processed;
-  j["failed_count"] = failed.size();
-  j["failed"] = nlohmann::json::array();
-  for (const auto& f : failed) j["failed"].push_back({{"name", f.name}, {"path", f.path}, {"error", f.error}});
-  j["seconds"] = seconds;
-  j["images_per_s"] = images_per_s;
-  return j.dump(2) + "\n";
-}
-
-Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const Params& params,
-           const RunConfig& config) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Report rep;
-  rep.total = images.size();
-  rep.output = config.output;
-  rep.shard = config.shard;
-  const bool h5 = !config.output.empty();
-  const std::string parts_dir = config.output + ".parts";
-  std::set<std::string> existing;
-  if (h5) {
-    std::error_code ec;
-    if (config.overwrite) {
-      fs::remove(config.output, ec);
-      fs::remove_all(parts_dir, ec);
-    } else if (fs::exists(config.output) || !part_files(config.output).empty()) {
-      if (!config.skip_existing)
-        throw Error(ErrorKind::InvalidArgument,
-                    "output " + config.output + " exists: use --skip-existing to continue it or --overwrite");
-      if (fs::exists(config.output))
-        for (auto& n : list_h5_names(config.output)) existing.insert(n);
-      for (const auto& p : part_files(config.output))
-        for (auto& n : list_h5_names(p)) existing.insert(n);
-    }
-    // Temporary part files of a killed run hold no finished work.
-    for (auto it = fs::directory_iterator(parts_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-      if (it->path().extension() == ".tmp") fs::remove(it->path(), ec);
-  }
-  std::vector<ImageEntry> todo;
-  for (const auto& e : images)
-    if (existing.count(e.name))
-      ++rep.skipped;
-    else
-      todo.push_back(e);
-
-  PartWriter writer(parts_dir, config.as_half);
-  const std::size_t chunk = std::max<std::size_t>(1, config.chunk);
-  // Two chunks in flight: the workers of chunk k+1 decode and resize while the network runs the end of chunk k, so
-  // the pipeline does not drain at every chunk boundary even though chunks (= commits) are small.
-  using Results = std::vector<std::variant<Features, Error>>;
-  const auto launch = [&](std::size_t start) {
-    return std::async(std::launch::async, [&model, &params, &todo, &config, start, chunk] {
-      std::vector<ImageInput> inputs;
-      for (std::size_t i = start; i < std::min(todo.size(), start + chunk); ++i)
-        inputs.push_back(ImageInput::file(todo[i].path));
-      return model.run_each(inputs, params, config.workers);
-    });
-  };
-  std::deque<std::future<Results>> in_flight;
-  std::size_t next = 0;
-  for (; next < todo.size() && in_flight.size() < 2; next += chunk) in_flight.push_back(launch(next));
-  for (std::size_t start = 0; start < todo.size(); start += chunk) {
-    Results results = in_flight.front().get();
-    in_flight.pop_front();
-    if (next < todo.size()) {
-      in_flight.push_back(launch(next));
-      next += chunk;
-    }
-    const std::size_t end = std::min(todo.size(), start + chunk);
-    std::size_t ok = 0;
-    for (std::size_t i = start; i < end; ++i) {
-      auto& r = results[i - start];
-      if (auto* e = std::get_if<Error>(&r)) {
-        rep.failed.push_back({todo[i].name, todo[i].path, e->what()});
-        continue;
-      }
-      const Features& f = std::get<Features>(r);
-      try {
-        if (config.on_result) config.on_result(todo[i], f);
-      } catch (const Error& e) {
-        rep.failed.push_back({todo[i].name, todo[i].path, e.what()});
-        continue;
-      }
-      if (h5) writer.add(todo[i].name, f);
-      ++ok;
-    }
-    if (h5) writer.commit();
-    rep.processed += ok;
-    if (config.on_progress)
-      config.on_progress(end, todo.size(),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  if (h5) {
-    const auto parts = part_files(config.output);
-    if (!parts.empty() || !fs::exists(config.output)) {
-      merge_h5(parts, config.output, /*overwrite=*/true, /*include_existing=*/true);
-      std::error_code ec;
-      fs::remove_all(parts_dir, ec);
-    }
-  }
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rep.images_per_s = rep.seconds > 0 ? static_cast<double>(rep.processed) / rep.seconds : 0;
-  const std::string report_path = !config.report.empty() ? config.report : h5 ? config.output + ".report.json" : "";
-  if (!report_path.empty()) {
-    const std::string tmp = report_path + ".tmp";
-    {
-      std::ofstream o(tmp);
-      o << rep.json();
-      if (!o) io_error("cannot write report", tmp);
-    }
-    std::error_code ec;
-    fs::rename(tmp, report_path, ec);
-    if (ec) io_error("cannot write report (" + ec.message() + ")", report_path);
-  }
-  return rep;
 }
 
 }  // namespace superpoint_rt::batch

@@ -20,16 +20,16 @@ namespace superpoint_rt {
 /// overrides it. resolve() gives the effective values.
 struct Params {
   std::string preset = "hf";
-  std::optional<int> max_keypoints;           // -1..kMaxKeypointsMax; -1 = every point above the threshold
-  std::optional<float> keypoint_threshold;    // [0, 1]; keep score > threshold (strict)
-  std::optional<int> nms_radius;              // 0..32 network-frame pixels; 0 = no suppression
-  bool return_descriptors = true;             // false: the descriptor head does not run at all
-  bool bgr = false;                           // 3/4-channel views are in OpenCV (B, G, R) order
-  std::optional<bool> grayscale;              // hf: HF luma 0.2989 R + 0.5870 G + 0.1140 B instead of the R channel
-  std::optional<std::string> resize;          // network frame: "WxH" (fixed, e.g. "640x480") or "none" (native size)
-  std::optional<int> resize_max;              // >0: the long side becomes this (aspect kept); 0 = off
-  std::optional<bool> resize_force;           // resize_max also when the image is smaller (enlarge)
-  std::optional<std::string> interpolation;   // "pil_bilinear", "cv2_area", "antialias_bilinear"
+  std::optional<int> max_keypoints;          // -1..kMaxKeypointsMax; -1 = every point above the threshold
+  std::optional<float> keypoint_threshold;   // [0, 1]; keep score > threshold (strict)
+  std::optional<int> nms_radius;             // 0..32 network-frame pixels; 0 = no suppression
+  bool return_descriptors = true;            // false: the descriptor head does not run at all
+  bool bgr = false;                          // 3/4-channel views are in OpenCV (B, G, R) order
+  std::optional<bool> grayscale;             // hf: HF luma 0.2989 R + 0.5870 G + 0.1140 B instead of the R channel
+  std::optional<std::string> resize;         // network frame: "WxH" (fixed, e.g. "640x480") or "none" (native size)
+  std::optional<int> resize_max;             // >0: the long side becomes this (aspect kept); 0 = off
+  std::optional<bool> resize_force;          // resize_max also when the image is smaller (enlarge)
+  std::optional<std::string> interpolation;  // "pil_bilinear", "cv2_area", "antialias_bilinear"
 
   static constexpr int kMaxKeypointsMin = -1;
   static constexpr int kMaxKeypointsMax = 307200;
@@ -58,8 +58,8 @@ enum class Interpolation {
 };
 /// How the pixels are read (the decode and channel rule of each preset).
 enum class PixelPath {
-  Hf,         // Pillow decode, R channel (or HF luma with grayscale) of the 8-bit image, resized in 8 bits
-  CvGray,     // cv2.imread(IMREAD_GRAYSCALE) (EXIF applied), float32 resize, / 255
+  Hf,           // Pillow decode, R channel (or HF luma with grayscale) of the 8-bit image, resized in 8 bits
+  CvGray,       // cv2.imread(IMREAD_GRAYSCALE) (EXIF applied), float32 resize, / 255
   CvColorLuma,  // cv2.imread(IMREAD_COLOR) (EXIF applied) / 255, float resize per channel, 0.299 R + 0.587 G + 0.114 B
 };
 /// Keypoint order and coordinates.

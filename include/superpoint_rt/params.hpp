@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "superpoint_rt/features.hpp"
+#include "superpoint_rt/image.hpp"
 
 namespace superpoint_rt {
 
@@ -20,7 +21,7 @@ const char* to_string(ParamType t) noexcept;
 
 /// One per-request parameter.
 struct ParamSpec {
-  std::string_view name;   // snake_case: Python keyword, HTTP query field; CLI flag "--" + name with '-' for '_'
+  std::string_view name;  // snake_case: Python keyword, HTTP query field; CLI flag "--" + name with '-' for '_'
   ParamType type;
   double min = 0, max = 0;                      // Int / Float: inclusive range
   std::span<const std::string_view> choices{};  // String: the allowed values (empty: see range_text)
@@ -55,6 +56,11 @@ void set_param(Params& p, std::string_view name, std::string_view value);
 
 /// The effective value of parameter `name` in `r` as text ("1024", "0.005", "true", "640x480", "cv2_area").
 std::string param_value_text(const ResolvedParams& r, std::string_view name);
+
+/// The image as `params.preset` reads a file: Pillow's decode for hf (decode_file), what cv2.imread returns for the
+/// others (EXIF orientation applied; gray for hloc, RGB for lightglue). Keypoints of a request refer to these pixels
+/// (for plotting them); running the model on this Image gives the same result as on the file.
+Image decode_file_as(const std::string& path, const Params& params, std::int64_t max_pixels = kDefaultMaxPixels);
 
 /// docs/PARAMETERS.md: the parameters with each preset's defaults, as Markdown.
 std::string params_markdown();

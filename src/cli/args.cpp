@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 #include "batch/batch.hpp"
 
@@ -44,15 +45,8 @@ int ArgReader::int_value(const std::string& flag, long long lo, long long hi, co
   return static_cast<int>(x);
 }
 
-float ArgReader::float_value(const std::string& flag, const std::string& range) {
-  const std::string v = value(flag);
-  char* end = nullptr;
-  errno = 0;
-  const float x = std::strtof(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE)
-    throw UsageError(flag + ": '" + v + "' is not a number (allowed: " + range + ")");
-  if (!(x >= 0.0f && x <= 1.0f)) throw UsageError(flag + ": " + v + " is out of range (allowed: " + range + ")");
-  return x;
+bool ArgReader::has_value() const {
+  return has_pending_;
 }
 
 bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
@@ -92,19 +86,85 @@ bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
 }
 
 bool parse_param_flag(ArgReader& args, const std::string& flag, Params& p) {
-  if (flag == "--max-keypoints")
-    p.max_keypoints = args.int_value(flag, -1, 307200, "-1..307200, -1 = all");
-  else if (flag == "--keypoint-threshold")
-    p.keypoint_threshold = args.float_value(flag, "0..1");
-  else if (flag == "--nms-radius")
-    p.nms_radius = args.int_value(flag, 0, 32, "0..32");
-  else if (flag == "--no-descriptors")
-    p.return_descriptors = false;
-  else if (flag == "--grayscale")
-    p.grayscale = true;
+  // Every parameter of the table (superpoint_rt/params.hpp) as --name-with-dashes VALUE; booleans also as a bare
+  // --name (true) and --no-name (false); --no-descriptors is the short form of --no-return-descriptors.
+  if (flag.rfind("--", 0) != 0) return false;
+  std::string name = flag.substr(2);
+  std::replace(name.begin(), name.end(), '-', '_');
+  if (name == "no_descriptors") name = "no_return_descriptors";
+  bool negated = false;
+  const ParamSpec* spec = find_param(name);
+  if (!spec && name.rfind("no_", 0) == 0) {
+    spec = find_param(name.substr(3));
+    negated = spec && spec->type == ParamType::Bool;
+    if (!negated) spec = nullptr;
+  }
+  if (!spec) return false;
+  std::string value;
+  if (negated)
+    value = "false";
+  else if (spec->type == ParamType::Bool)
+    value = args.has_value() ? args.value(flag) : "true";
   else
-    return false;
+    value = args.value(flag);
+  try {
+    set_param(p, spec->name, value);
+  } catch (const Error& e) {
+    // The table's message names the parameter; say it with the flag the user typed.
+    std::string msg = e.what();
+    if (msg.rfind(std::string(spec->name), 0) == 0) msg = flag + msg.substr(spec->name.size());
+    throw UsageError(msg);
+  }
   return true;
+}
+
+std::string param_flags_help() {
+  std::string out;
+  for (const auto& s : param_specs()) {
+    // Appends only: GCC 12 reports a -Wrestrict false positive for operator+ on short literals here.
+    std::string line("  --");
+    if (s.name == "return_descriptors") {
+      line.append("no-descriptors");
+    } else {
+      const std::size_t at = line.size();
+      line.append(s.name);
+      std::replace(line.begin() + static_cast<std::ptrdiff_t>(at), line.end(), '_', '-');
+    }
+    if (s.type != ParamType::Bool) line.append(" ").append(s.range_text);
+    if (line.size() < 44) line.resize(44, ' ');
+    out.append(line).append(" ").append(s.help).append("\n");
+  }
+  return out;
+}
+
+int params_main(int argc, char** argv) {
+  ArgReader args(argc, argv, 2);
+  bool markdown = false;
+  while (!args.done()) {
+    const std::string a = args.next();
+    if (a == "--markdown")
+      markdown = true;
+    else if (a == "-h" || a == "--help") {
+      std::cout << "usage: superpoint-rt params [--markdown]\n"
+                   "Prints the per-request parameters (the same names in C++, Python, HTTP and here) and each "
+                   "preset's defaults; --markdown prints docs/PARAMETERS.md.\n";
+      return 0;
+    } else
+      throw UsageError("params: unknown argument '" + a + "'");
+  }
+  if (markdown) {
+    std::cout << params_markdown();
+    return 0;
+  }
+  std::cout << "per-request parameters (flags of extract, quickstart; query fields of serve):\n"
+            << param_flags_help() << "presets (--preset NAME):\n";
+  for (const auto& p : preset_specs()) {
+    std::cout << "  " << p.name << ": " << p.summary << "\n   ";
+    for (const auto& s : param_specs())
+      if (s.name != "preset" && s.per_preset) std::cout << " " << s.name << "=" << param_value_text(p.defaults, s.name);
+    std::cout << "\n";
+  }
+  return 0;
 }
 
 void check_params(const Params& params) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
 namespace superpoint_rt::cli {
@@ -27,7 +28,8 @@ class ArgReader {
   /// The value of the flag just read (from "=value" or the next token).
   std::string value(const std::string& flag);
   int int_value(const std::string& flag, long long lo, long long hi, const std::string& range);
-  float float_value(const std::string& flag, const std::string& range);
+  /// Whether the flag just read carried "=value".
+  bool has_value() const;
 
  private:
   std::vector<std::string> args_;
@@ -40,8 +42,12 @@ class ArgReader {
 /// --threads --precision --calibration --max-pixels --verbose. Returns true when `flag` was one of them.
 /// --calibration FILE|FOLDER (repeatable) adds int8 calibration images (Options::calibration).
 bool parse_model_flag(ArgReader& args, const std::string& flag, Options& options);
-/// The per-request parameters: --max-keypoints --keypoint-threshold --nms-radius --no-descriptors --grayscale.
+/// The per-request parameters of the table (superpoint_rt/params.hpp): --preset --max-keypoints
+/// --keypoint-threshold --nms-radius --resize --resize-max --resize-force --interpolation --grayscale --bgr
+/// --no-descriptors ...
 bool parse_param_flag(ArgReader& args, const std::string& flag, Params& params);
+/// The per-request flags with their ranges and help, one per line, from the parameter table (for --help texts).
+std::string param_flags_help();
 /// Validates params, turning the library's message into a UsageError that names the flag.
 void check_params(const Params& params);
 

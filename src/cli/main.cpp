@@ -16,6 +16,7 @@ constexpr const char* kUsage =
     "  quickstart [IMAGE]           keypoints.png, keypoints.json, descriptors.npy for one image\n"
     "  serve [--port 8000]          HTTP server: POST /v1/keypoints, /healthz, /readyz, /metrics\n"
     "  info                         version, backend, CPU features, weights location\n"
+    "  params [--markdown]          the per-request parameters and each preset's defaults\n"
     "  bench                        speed table: ours fp32/bf16/int8 vs ONNX Runtime and PyTorch\n"
     "Run 'superpoint-rt <command> --help' for the options of a command.\n";
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     if (cmd == "merge") return merge_main(argc, argv);
     if (cmd == "serve") return serve_main(argc, argv);
     if (cmd == "bench") return bench_main(argc, argv);
+    if (cmd == "params") return params_main(argc, argv);
     if (cmd == "--version" || cmd == "version") {
       std::cout << "superpoint-rt " << superpoint_rt::version() << "\n";
       return 0;

@@ -37,7 +37,7 @@ int quickstart_main(int argc, char** argv) {
     write_png(image_path, image.view());
     std::cout << "no image given: drew a synthetic test image -> " << image_path << "\n";
   } else {
-    image = decode_file(image_path, options.max_pixels);
+    image = decode_file_as(image_path, params, options.max_pixels);  // the pixels the preset reads (EXIF applied)
   }
   SuperPoint model = SuperPoint::from_pretrained(options);
   const Features f = model.run(ImageInput::image(image), params);

@@ -122,8 +122,8 @@ void normalise_plane(const std::uint8_t* plane, std::size_t n, std::vector<float
   for (std::size_t i = 0; i < n; ++i) input[i] = lut[plane[i]];
 }
 
-// OpenCV's BGR->gray of imgcodecs and cvtColor (utils.cpp icvCvt_BGR2Gray_8u_C3C1R): 14-bit fixed point
-// R 4899, G 9617, B 1868, rounded. The hloc presets' gray for pixel arrays (cv2.cvtColor(img, COLOR_RGB2GRAY)).
+// OpenCV's 14-bit fixed-point BGR->gray (image::cv2_gray) over a view: the hloc presets' gray for colour pixel arrays
+// (what cv2.cvtColor(img, COLOR_RGB2GRAY) gives).
 void cv_gray_of(const std::uint8_t* base, std::ptrdiff_t stride, int ch, const std::array<int, 3>& off, int w, int h,
                 std::vector<std::uint8_t>& out) {
   out.resize(static_cast<std::size_t>(w) * h);
@@ -132,7 +132,7 @@ void cv_gray_of(const std::uint8_t* base, std::ptrdiff_t stride, int ch, const s
     std::uint8_t* o = out.data() + static_cast<std::size_t>(y) * w;
     for (int x = 0; x < w; ++x) {
       const std::uint8_t* px = row + static_cast<std::ptrdiff_t>(x) * ch;
-      o[x] = static_cast<std::uint8_t>((px[off[0]] * 4899 + px[off[1]] * 9617 + px[off[2]] * 1868 + 8192) >> 14);
+      o[x] = image::cv2_gray(px[off[0]], px[off[1]], px[off[2]]);
     }
   }
 }
@@ -141,8 +141,8 @@ void cv_gray_of(const std::uint8_t* base, std::ptrdiff_t stride, int ch, const s
 
 struct Engine::Prepared {
   std::unique_ptr<engine::Context> ctx;
-  int width = 0, height = 0;              // original image size (after EXIF rotation on the cv2 paths)
-  int frame_w = 0, frame_h = 0;           // the network frame ctx->input holds
+  int width = 0, height = 0;     // original image size (after EXIF rotation on the cv2 paths)
+  int frame_w = 0, frame_h = 0;  // the network frame ctx->input holds
   Timing timing;
 };
 
@@ -377,9 +377,9 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
     if (rp.pixels == PixelPath::Hf)
       decoded = decode_image(encoded, *encoded_name, options_.max_pixels);
     else  // hloc / LightGlue: what cv2.imread returns, EXIF orientation applied
-      decoded = image::decode_image_cv2(
-          encoded, *encoded_name, options_.max_pixels,
-          rp.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color);
+      decoded =
+          image::decode_image_cv2(encoded, *encoded_name, options_.max_pixels,
+                                  rp.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color);
     view = decoded.view();
   } else if (const auto* v = std::get_if<ImageView>(&input.source)) {
     view = *v;
@@ -485,8 +485,7 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
     } else if (rp.interpolation == Interpolation::Cv2Area) {
       // hloc resize_image: INTER_AREA, or INTER_LINEAR when either side grows.
       if (fw > view.width || fh > view.height)
-        image::cv2_resize_linear(fs.data(), view.width, view.height, view.width, out.data(), fw, fh, fw,
-                                 ctx.fresize);
+        image::cv2_resize_linear(fs.data(), view.width, view.height, view.width, out.data(), fw, fh, fw, ctx.fresize);
       else
         image::cv2_resize_area(fs.data(), view.width, view.height, view.width, out.data(), fw, fh, fw, ctx.fresize);
     } else {
@@ -747,8 +746,8 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
     warmed_.insert(name);
     log("warm-up " + name + ": " + std::to_string(steps[name]) + " s");
   };
-  const bool any = !spec.sizes.empty() || !spec.nms_radii.empty() || !spec.decoders.empty() ||
-                   spec.num_workers > 0 || !spec.network_sizes.empty();
+  const bool any = !spec.sizes.empty() || !spec.nms_radii.empty() || !spec.decoders.empty() || spec.num_workers > 0 ||
+                   !spec.network_sizes.empty();
   if (!any) return steps;
 
   // The network: the first executions fault in the buffers and the JIT code; with and without descriptors.

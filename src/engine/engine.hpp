@@ -79,7 +79,7 @@ class Engine {
   std::map<PlanKey, std::shared_ptr<const image::ResizePlan>> plans_;
   std::uint64_t plan_clock_ = 0;
   std::map<PlanKey, std::uint64_t> plan_used_;  // same keys as plans_
-  std::size_t plan_bytes_ = 0;                              // sum of the cached plans' ResizePlan::bytes
+  std::size_t plan_bytes_ = 0;                  // sum of the cached plans' ResizePlan::bytes
 
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "image/resize_float.hpp"
 #include "superpoint_rt/errors.hpp"
 
 namespace superpoint_rt {
@@ -20,21 +21,53 @@ constexpr std::array<std::string_view, 5> kPresetNames{"hf", "hloc:superpoint_aa
 constexpr std::array<std::string_view, 3> kInterpolations{"pil_bilinear", "cv2_area", "antialias_bilinear"};
 
 const std::array<ParamSpec, 11> kParams{{
-    {"preset", ParamType::String, 0, 0, kPresetNames, "", "the request path to reproduce (see the presets table)",
-     false},
-    {"max_keypoints", ParamType::Int, Params::kMaxKeypointsMin, Params::kMaxKeypointsMax, {}, "-1..307200, -1 = all",
+    {"preset", ParamType::String, 0, 0, kPresetNames,
+     "hf, hloc:superpoint_aachen, hloc:superpoint_max, hloc:superpoint_inloc, lightglue",
+     "the request path to reproduce (see the presets table)", false},
+    {"max_keypoints",
+     ParamType::Int,
+     Params::kMaxKeypointsMin,
+     Params::kMaxKeypointsMax,
+     {},
+     "-1..307200, -1 = all",
      "keep at most this many keypoints, the best by score"},
     {"keypoint_threshold", ParamType::Float, 0, 1, {}, "0..1", "keep scores strictly above this"},
-    {"nms_radius", ParamType::Int, 0, Params::kNmsRadiusMax, {}, "0..32",
+    {"nms_radius",
+     ParamType::Int,
+     0,
+     Params::kNmsRadiusMax,
+     {},
+     "0..32",
      "non-maximum suppression radius in network-frame pixels (0 = none)"},
-    {"return_descriptors", ParamType::Bool, 0, 1, {}, "true, false",
-     "compute the 256-d descriptors (false: the descriptor head does not run)", false},
+    {"return_descriptors",
+     ParamType::Bool,
+     0,
+     1,
+     {},
+     "true, false",
+     "compute the 256-d descriptors (false: the descriptor head does not run)",
+     false},
     {"bgr", ParamType::Bool, 0, 1, {}, "true, false", "3/4-channel pixel arrays are in OpenCV (B, G, R) order", false},
-    {"grayscale", ParamType::Bool, 0, 1, {}, "true, false",
+    {"grayscale",
+     ParamType::Bool,
+     0,
+     1,
+     {},
+     "true, false",
      "hf: HF luma (0.2989 R + 0.5870 G + 0.1140 B) instead of the R channel; the other presets always read gray"},
-    {"resize", ParamType::String, 0, 0, {}, "WxH (each side 16..8192) or none",
+    {"resize",
+     ParamType::String,
+     0,
+     0,
+     {},
+     "WxH (each side 16..8192) or none",
      "fixed network frame (aspect not kept), or none for the image's own size"},
-    {"resize_max", ParamType::Int, 0, Params::kMaxNetworkSide, {}, "0..8192, 0 = off",
+    {"resize_max",
+     ParamType::Int,
+     0,
+     Params::kMaxNetworkSide,
+     {},
+     "0..8192, 0 = off",
      "resize so that the long side is this, keeping the aspect (only when larger, unless resize_force)"},
     {"resize_force", ParamType::Bool, 0, 1, {}, "true, false", "resize_max also enlarges smaller images"},
     {"interpolation", ParamType::String, 0, 0, kInterpolations, "pil_bilinear, cv2_area, antialias_bilinear",
@@ -84,11 +117,11 @@ ResolvedParams lightglue_defaults() {
   throw Error(ErrorKind::InvalidArgument, msg);
 }
 
-std::string float_text(double x) {
-  std::ostringstream o;
-  o.precision(9);
-  o << x;
-  return o.str();
+// The shortest text that reads back as the same float ("0.005", not 0.00499999989).
+std::string float_text(float x) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
 }
 
 // "640x480" -> (640, 480); false when the text is not two positive decimal integers joined by 'x'.
@@ -107,8 +140,7 @@ void check_frame(int w, int h, const std::string& what) {
     throw Error(ErrorKind::InvalidArgument, what + ": network frame " + std::to_string(w) + "x" + std::to_string(h) +
                                                 " is too small (each side must be at least " +
                                                 std::to_string(Params::kMinNetworkSide) + ")");
-  if (w > Params::kMaxNetworkSide || h > Params::kMaxNetworkSide ||
-      std::int64_t{w} * h > Params::kMaxNetworkPixels)
+  if (w > Params::kMaxNetworkSide || h > Params::kMaxNetworkSide || std::int64_t{w} * h > Params::kMaxNetworkPixels)
     throw Error(ErrorKind::TooLarge, what + ": network frame " + std::to_string(w) + "x" + std::to_string(h) +
                                          " is over the limit (each side at most " +
                                          std::to_string(Params::kMaxNetworkSide) + ", at most " +
@@ -119,14 +151,10 @@ void check_frame(int w, int h, const std::string& what) {
 
 const char* to_string(ParamType t) noexcept {
   switch (t) {
-    case ParamType::Int:
-      return "int";
-    case ParamType::Float:
-      return "float";
-    case ParamType::Bool:
-      return "bool";
-    case ParamType::String:
-      return "string";
+    case ParamType::Int: return "int";
+    case ParamType::Float: return "float";
+    case ParamType::Bool: return "bool";
+    case ParamType::String: return "string";
   }
   return "?";
 }
@@ -151,8 +179,7 @@ std::span<const PresetSpec> preset_specs() {
        hloc_defaults(std::string(kPresetNames[2]), 3, 1600, true)},
       {kPresetNames[3], "hloc extract_features confs['superpoint_inloc'] (feats-superpoint-n4096-r1600)",
        hloc_defaults(std::string(kPresetNames[3]), 4, 1600, false)},
-      {kPresetNames[4], "LightGlue SuperPoint(max_num_keypoints=2048).extract(load_image(path))",
-       lightglue_defaults()},
+      {kPresetNames[4], "LightGlue SuperPoint(max_num_keypoints=2048).extract(load_image(path))", lightglue_defaults()},
   }};
   return presets;
 }
@@ -256,24 +283,12 @@ std::pair<int, int> ResolvedParams::network_frame(int w, int h, const std::strin
     fw = fixed_width;
     fh = fixed_height;
   } else if (resize_mode == ResizeMode::Max && (resize_force || std::max(w, h) > resize_max)) {
-    if (interpolation == Interpolation::AntialiasBilinear) {
-      // kornia resize(img, N, side="long"): aspect_ratio = w / h; _side_to_image_size gives (int(N / ar), N) for
-      // landscape and square, (N, int(N * ar)) for portrait (int() truncates).
-      const double ar = static_cast<double>(w) / static_cast<double>(h);
-      if (ar < 1.0) {
-        fh = resize_max;
-        fw = static_cast<int>(resize_max * ar);
-      } else {
-        fw = resize_max;
-        fh = static_cast<int>(resize_max / ar);
-      }
-    } else {
-      // hloc ImageDataset: scale = resize_max / max(size); size_new = tuple(int(round(x * scale)) for x in size),
-      // Python's round (half to even, which nearbyint does in the default rounding mode).
-      const double s = static_cast<double>(resize_max) / static_cast<double>(std::max(w, h));
-      fw = static_cast<int>(std::nearbyint(w * s));
-      fh = static_cast<int>(std::nearbyint(h * s));
-    }
+    // LightGlue (kornia resize, side="long") truncates, hloc (ImageDataset) rounds half to even.
+    const auto [w2, h2] = interpolation == Interpolation::AntialiasBilinear
+                              ? image::kornia_long_side_size(w, h, resize_max)
+                              : image::hloc_resize_size(w, h, resize_max);
+    fw = w2;
+    fh = h2;
   }
   check_frame(fw, fh, what + " (" + std::to_string(w) + "x" + std::to_string(h) + ")");
   return {fw, fh};
@@ -364,11 +379,10 @@ std::string param_value_text(const ResolvedParams& r, std::string_view name) {
   if (name == "grayscale") return r.grayscale ? "true" : "false";
   if (name == "resize")
     return r.resize_mode == ResizeMode::Fixed ? std::to_string(r.fixed_width) + "x" + std::to_string(r.fixed_height)
-                                               : std::string("none");
+                                              : std::string("none");
   if (name == "resize_max") return std::to_string(r.resize_max);
   if (name == "resize_force") return r.resize_force ? "true" : "false";
-  if (name == "interpolation")
-    return std::string(kInterpolations[static_cast<std::size_t>(r.interpolation)]);
+  if (name == "interpolation") return std::string(kInterpolations[static_cast<std::size_t>(r.interpolation)]);
   return "";
 }
 

@@ -3,6 +3,8 @@
 #include <sstream>
 
 #include "engine/engine.hpp"
+#include "image/decode_cv2.hpp"
+#include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
 #ifndef SUPERPOINT_RT_VERSION
@@ -13,6 +15,14 @@ namespace superpoint_rt {
 
 const char* version() noexcept {
   return SUPERPOINT_RT_VERSION;
+}
+
+Image decode_file_as(const std::string& path, const Params& params, std::int64_t max_pixels) {
+  const ResolvedParams r = resolve(params);
+  if (r.pixels == PixelPath::Hf) return decode_file(path, max_pixels);
+  const std::vector<std::uint8_t> bytes = read_file(path);
+  return image::decode_image_cv2(bytes, path, max_pixels,
+                                 r.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color);
 }
 
 WarmupSpec WarmupSpec::all() {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "superpoint_rt/errors.hpp"
+#include "util/half.hpp"
 
 namespace superpoint_rt::model {
 namespace {
@@ -73,19 +74,6 @@ std::vector<int> get_int_list(const json& j, const char* field, const std::strin
 
 float bf16_to_float(std::uint16_t h) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
-}
-
-float f16_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(man), -24);  // zero / subnormal: exact
-  } else if (exp == 31) {
-    v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
-  }
-  return sign ? -v : v;
 }
 
 std::size_t dtype_size(const std::string& dt) {
@@ -215,7 +203,7 @@ std::map<std::string, Tensor> parse_safetensors(const std::vector<std::uint8_t>&
       } else {
         std::uint16_t v;
         std::memcpy(&v, p + 2 * i, 2);
-        t.data[i] = dt == "F16" ? f16_to_float(v) : bf16_to_float(v);
+        t.data[i] = dt == "F16" ? util::half_to_float(v) : bf16_to_float(v);
       }
     }
     out.emplace(name, std::move(t));

@@ -15,6 +15,7 @@
 
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/image.hpp"
+#include "util/half.hpp"
 
 namespace superpoint_rt::util {
 namespace {
@@ -43,19 +44,6 @@ T rd(const std::uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
-}
-
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(man), -24);
-  } else if (exp == 31) {
-    v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
-  }
-  return sign ? -v : v;
 }
 
 template <class Out>

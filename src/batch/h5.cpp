@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "batch/batch.hpp"
+#include "util/file.hpp"
 #include "util/half.hpp"
 
 namespace superpoint_rt::batch {
@@ -122,13 +123,6 @@ void write_group(hid_t file, const std::string& name, const HlocFeatures& h, boo
   write_dataset(g.get(), "image_size", H5T_STD_I64LE, H5T_NATIVE_INT64, {2}, size, where);
 }
 
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 Hid open_file(const std::string& path, unsigned flags) {
   quiet_hdf5();
   Hid f(H5Fopen(path.c_str(), flags, H5P_DEFAULT), H5Fclose);
@@ -223,9 +217,7 @@ std::size_t PartWriter::commit() {
     for (const auto& [name, h] : pending_) write_group(f.get(), name, h, as_half_, tmp);
     check(f.close(), "cannot close", tmp);
   }
-  fsync_path(tmp);
-  fs::rename(tmp, final_path, ec);
-  if (ec) io_error("cannot rename to " + final_path + " (" + ec.message() + ")", tmp);
+  util::rename_into_place(tmp, final_path);
   const std::size_t n = pending_.size();
   pending_.clear();
   return n;
@@ -290,9 +282,7 @@ std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& 
     fs::remove(tmp, ec);
     throw;
   }
-  fsync_path(tmp);
-  fs::rename(tmp, output, ec);
-  if (ec) io_error("cannot rename " + tmp + " (" + ec.message() + ")", output);
+  util::rename_into_place(tmp, output);
   return source_of.size();
 }
 

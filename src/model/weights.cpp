@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "superpoint_rt/errors.hpp"
+#include "util/file.hpp"
 #include "util/half.hpp"
 
 namespace superpoint_rt::model {
@@ -86,14 +87,10 @@ std::size_t dtype_size(const std::string& dt) {
 // The safetensors reference implementation refuses headers over 100 MB; so do we (a corrupt length would otherwise
 // make us parse garbage).
 constexpr std::uint64_t kMaxHeader = 100u * 1000u * 1000u;
-
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorKind::Io, "cannot open " + path);
-  std::vector<std::uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw Error(ErrorKind::Io, "cannot read " + path);
-  return b;
-}
+// File size limits: SuperPoint's config.json is under 1 KB and its weights 5 MB; these leave room for any variant
+// while refusing a wrong file (a dataset, a disk image) before it is read into memory.
+constexpr std::uint64_t kMaxConfigBytes = 16u << 20;
+constexpr std::uint64_t kMaxSafetensorsBytes = std::uint64_t{4} << 30;
 
 }  // namespace
 
@@ -275,9 +272,9 @@ Weights load_weights_dir(const std::string& dir) {
     std::error_code ec;
     if (!fs::is_regular_file(f, ec)) throw Error(ErrorKind::NotFound, "model file not found: " + f);
   }
-  const auto cfg_bytes = read_file(cfg);
+  const auto cfg_bytes = util::read_file(cfg, kMaxConfigBytes);
   const ModelConfig config = parse_config(std::string(cfg_bytes.begin(), cfg_bytes.end()), cfg);
-  return weights_from_tensors(config, parse_safetensors(read_file(st), st), st);
+  return weights_from_tensors(config, parse_safetensors(util::read_file(st, kMaxSafetensorsBytes), st), st);
 }
 
 }  // namespace superpoint_rt::model

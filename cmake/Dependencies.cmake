@@ -1,4 +1,7 @@
-# Every dependency is a Debian package (scripts/install-deps.sh installs them); nothing is vendored.
+# Every dependency is a Debian package (scripts/install-deps.sh installs them); nothing is vendored. Every
+# find_package / pkg_check_modules of the project is here, so that one file lists what a build needs; the one
+# exception is the Python extension's Python3 / pybind11 (python/CMakeLists.txt: a wheel build picks its pybind11
+# from the build environment first).
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED)   # Debian's oneDNN uses the OpenMP runtime; we set its thread count per call
 find_package(dnnl CONFIG REQUIRED)
@@ -9,5 +12,15 @@ find_package(GIF REQUIRED)
 find_package(TIFF REQUIRED)
 find_package(CURL REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
+find_package(HDF5 REQUIRED COMPONENTS C)  # batch/: hloc feature files (HDF5_C_LIBRARIES: the static .pc file)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
+# cpp-httplib, for `serve` (the executable) and the HTTP fuzz harness and its replay (fuzz/, built with the tests):
+# Debian ships it as a shared library; its pkg-config flags carry the feature macros the library was built with (the
+# class layouts depend on them), so they must be used as they are. Not needed by the library or the Python wheel.
+if(SUPERPOINT_RT_CLI OR SUPERPOINT_RT_TESTS OR SUPERPOINT_RT_FUZZ)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+endif()
+if(SUPERPOINT_RT_TESTS)
+  find_package(GTest REQUIRED)
+endif()

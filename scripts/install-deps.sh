@@ -25,6 +25,7 @@ if [ "${1:-}" = "--test" ]; then
     mmdebstrap                                 # the fresh Debian root (scripts/check-fresh-root.sh)
     file                                       # CPack's DEB generator runs it before dpkg-shlibdeps (check-deb.sh)
     python3-opencv                             # the reference of the cv2-exact decoders (tests/python/test_decode_cv2.py)
+    python3-torch                              # the torch reference of kornia's resize (tests/python/test_resize_float.py)
   )
 fi
 

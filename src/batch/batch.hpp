@@ -77,8 +77,6 @@ struct HlocFeatures {
   double uncertainty = 0;
 };
 HlocFeatures to_hloc(const Features& f);
-/// IEEE binary16 bits of x, rounded to nearest even (numpy's astype(np.float16)).
-std::uint16_t float_to_half(float x) noexcept;
 
 /// Writes part files: add() keeps the image in memory, commit() writes everything added since the last commit to a
 /// new part file atomically (see the file comment).

@@ -16,6 +16,8 @@
 #include <sstream>
 
 #include "batch/batch.hpp"
+#include "util/file.hpp"
+#include "util/half.hpp"
 
 namespace superpoint_rt::batch {
 namespace fs = std::filesystem;
@@ -93,7 +95,7 @@ void write_floats(hid_t group, const char* name, const std::vector<float>& v, st
                   const std::string& where) {
   if (!half) return write_dataset(group, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, v.data(), where);
   std::vector<std::uint16_t> h(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) h[i] = float_to_half(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) h[i] = util::float_to_half(v[i]);
   Hid f16(make_f16_type(), H5Tclose);
   write_dataset(group, name, f16.get(), f16.get(), dims, h.data(), where);
 }
@@ -119,13 +121,6 @@ void write_group(hid_t file, const std::string& name, const HlocFeatures& h, boo
   if (!h.descriptors.empty()) write_floats(g.get(), "descriptors", h.descriptors, {256, n}, half, where);
   const std::int64_t size[2] = {h.width, h.height};
   write_dataset(g.get(), "image_size", H5T_STD_I64LE, H5T_NATIVE_INT64, {2}, size, where);
-}
-
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
 }
 
 Hid open_file(const std::string& path, unsigned flags) {
@@ -164,30 +159,6 @@ std::vector<std::string> list_h5_names(const std::string& path) {
   std::lock_guard lock(hdf5_mutex());
   Hid f = open_file(path, H5F_ACC_RDONLY);
   return names_of(f.get(), path);
-}
-
-std::uint16_t float_to_half(float x) noexcept {
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const std::uint32_t absu = u & 0x7fffffffu;
-  if (absu >= 0x7f800000u)  // inf or NaN (keep a quiet NaN)
-    return static_cast<std::uint16_t>(sign | 0x7c00u | (absu > 0x7f800000u ? 0x200u | ((absu >> 13) & 0x3ffu) : 0));
-  if (absu >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (absu < 0x38800000u) {  // below the smallest normal half 2^-14: subnormal, round to nearest even
-    const int e = static_cast<int>(absu >> 23);
-    if (e < 102) return static_cast<std::uint16_t>(sign);  // < 2^-25: rounds to zero
-    const std::uint32_t mant = (absu & 0x7fffffu) | 0x800000u;
-    const int shift = 126 - e;  // value = mant * 2^(e-150); half subnormal unit 2^-24
-    const std::uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1u), halfway = 1u << (shift - 1);
-    const std::uint32_t r = q + ((rem > halfway || (rem == halfway && (q & 1u))) ? 1u : 0u);
-    return static_cast<std::uint16_t>(sign | r);
-  }
-  // normal: rebias the exponent, round the 13 dropped mantissa bits to nearest even (a carry may bump the exponent)
-  const std::uint32_t v = absu - 0x38000000u;  // (127 - 15) << 23
-  const std::uint32_t q = v >> 13, rem = v & 0x1fffu;
-  const std::uint32_t r = q + ((rem > 0x1000u || (rem == 0x1000u && (q & 1u))) ? 1u : 0u);
-  return static_cast<std::uint16_t>(sign | r);
 }
 
 HlocFeatures to_hloc(const Features& f) {
@@ -246,9 +217,7 @@ std::size_t PartWriter::commit() {
     for (const auto& [name, h] : pending_) write_group(f.get(), name, h, as_half_, tmp);
     check(f.close(), "cannot close", tmp);
   }
-  fsync_path(tmp);
-  fs::rename(tmp, final_path, ec);
-  if (ec) io_error("cannot rename to " + final_path + " (" + ec.message() + ")", tmp);
+  util::rename_into_place(tmp, final_path);
   const std::size_t n = pending_.size();
   pending_.clear();
   return n;
@@ -313,9 +282,7 @@ std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& 
     fs::remove(tmp, ec);
     throw;
   }
-  fsync_path(tmp);
-  fs::rename(tmp, output, ec);
-  if (ec) io_error("cannot rename " + tmp + " (" + ec.message() + ")", output);
+  util::rename_into_place(tmp, output);
   return source_of.size();
 }
 

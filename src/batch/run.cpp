@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch/batch.hpp"
+#include "util/file.hpp"
 
 namespace superpoint_rt::batch {
 namespace fs = std::filesystem;
@@ -124,15 +125,7 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
   rep.images_per_s = rep.seconds > 0 ? static_cast<double>(rep.processed) / rep.seconds : 0;
   const std::string report_path = !config.report.empty() ? config.report : h5 ? config.output + ".report.json" : "";
   if (!report_path.empty()) {
-    const std::string tmp = report_path + ".tmp";
-    {
-      std::ofstream o(tmp);
-      o << rep.json();
-      if (!o) throw Error(ErrorKind::Io, "cannot write report: " + tmp);
-    }
-    std::error_code ec;
-    fs::rename(tmp, report_path, ec);
-    if (ec) throw Error(ErrorKind::Io, "cannot write report (" + ec.message() + "): " + report_path);
+    util::write_file_atomic(report_path, rep.json());
   }
   return rep;
 }

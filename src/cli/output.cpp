@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "util/file.hpp"
 #include "util/npz.hpp"
 
 namespace superpoint_rt::cli {

@@ -136,6 +136,8 @@ std::uint64_t raw_row_bytes(const Ihdr& h) {
   return (std::uint64_t{h.width} * static_cast<std::uint64_t>(samples) * depth + 7) / 8 + 1;
 }
 
+void check_chunk_lengths(Bytes b, const std::string& name, const char* until);
+
 }  // namespace
 
 ImageInfo probe_png(Bytes b, const std::string& name) {
@@ -151,6 +153,7 @@ Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const std::uint64_t libpng_row = std::max<std::uint64_t>(raw_row_bytes(h), (std::uint64_t{h.width} + 7) / 8 * 8);
   check_work(ImageFormat::PNG, name, static_cast<std::int64_t>(2 * libpng_row + 128), b.size(),
              std::to_string(h.width) + "-pixel rows (libpng's row buffers)");
+  check_chunk_lengths(b, name, "IDAT");  // the chunks png_read_info reads (an eXIf among them)
 
   PngGuard g;
   g.src = PngSrc{b.data(), b.size(), 0, {}};
@@ -252,6 +255,25 @@ bool read_end_cv2(PngGuard* g, png_infop end_info, int* orientation) {
   return true;
 }
 
+// Every chunk up to IEND must fit in the data: libpng 1.6.39 allocates an eXIf chunk's declared length before it
+// reads the chunk (png_handle_eXIf: png_malloc_warn, no chunk-size limit), so a few bytes declaring 1.5 GB would
+// allocate it. Such a file ends inside that chunk, which libpng (and so OpenCV) refuses anyway: refuse it first.
+// `until`: the chunk type that ends the check (IEND for a reader that goes to the end, IDAT for one that reads only
+// the chunks before the image data, as decode_png).
+void check_chunk_lengths(Bytes b, const std::string& name, const char* until) {
+  std::size_t pos = 8;
+  while (b.size() - pos >= 8) {
+    const std::uint64_t len = be32(b.data() + pos);
+    if (len + 12 > b.size() - pos) {
+      fail(ErrorKind::DecodeError, ImageFormat::PNG, name,
+           "truncated (chunk '" + std::string(reinterpret_cast<const char*>(b.data() + pos + 4), 4) + "' declares " +
+               std::to_string(len) + " bytes, " + std::to_string(b.size() - pos - 8) + " remain)");
+    }
+    if (std::memcmp(b.data() + pos + 4, until, 4) == 0) return;
+    pos += static_cast<std::size_t>(len) + 12;
+  }
+}
+
 }  // namespace
 
 Image decode_png_cv2(Bytes b, const std::string& name, std::int64_t max_pixels, Cv2Read mode, int* orientation) {
@@ -263,6 +285,7 @@ Image decode_png_cv2(Bytes b, const std::string& name, std::int64_t max_pixels, 
   check_work(ImageFormat::PNG, name, static_cast<std::int64_t>(2 * libpng_row + 128), b.size(),
              std::to_string(h.width) + "-pixel rows (libpng's row buffers)");
   const bool gray = mode == Cv2Read::Grayscale;
+  check_chunk_lengths(b, name, "IEND");
 
   PngGuard g;
   g.src = PngSrc{b.data(), b.size(), 0, {}};

@@ -11,6 +11,7 @@
 #include <new>
 
 #include "image/decode_internal.hpp"
+#include "util/file.hpp"
 
 namespace superpoint_rt {
 
@@ -123,47 +124,7 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& name,
 }
 
 std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (st.type() == std::filesystem::file_type::not_found) {
-    throw Error(ErrorKind::NotFound, "file '" + path + "' does not exist");
-  }
-  if (st.type() == std::filesystem::file_type::directory) {
-    throw Error(ErrorKind::Io, "'" + path + "' is a directory, not a file");
-  }
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    const int e = errno;
-    throw Error(e == ENOENT ? ErrorKind::NotFound : ErrorKind::Io, "cannot open '" + path + "': " + std::strerror(e));
-  }
-  std::vector<std::uint8_t> out;
-  try {
-    struct stat sb {};
-    if (::fstat(::fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-      out.resize(static_cast<std::size_t>(sb.st_size));
-      const std::size_t got = std::fread(out.data(), 1, out.size(), f);
-      out.resize(got);
-    }
-    // Read the rest (or everything, for pipes / files whose size changed meanwhile).
-    std::uint8_t buf[65536];
-    for (;;) {
-      const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-      if (n == 0) break;
-      out.insert(out.end(), buf, buf + n);
-    }
-    if (std::ferror(f)) {
-      const int e = errno;
-      throw Error(ErrorKind::Io, "cannot read '" + path + "': " + std::strerror(e));
-    }
-  } catch (const std::bad_alloc&) {
-    std::fclose(f);
-    throw Error(ErrorKind::TooLarge, "file '" + path + "' is too large to read into memory");
-  } catch (...) {
-    std::fclose(f);
-    throw;
-  }
-  std::fclose(f);
-  return out;
+  return util::read_file(path, util::kNoSizeLimit);
 }
 
 Image decode_file(const std::string& path, std::int64_t max_pixels) {

@@ -452,38 +452,55 @@ void kornia_resize_antialias(const float* src, int src_w, int src_h, std::ptrdif
   torch_linear_axis(src_w, dst_w, x0, x1, wx0, wx1);
   torch_linear_axis(src_h, dst_h, y0, y1, wy0, wy1);
 
-  // Source rows after the blur, produced on demand in increasing order: the horizontal pass (reflect padded, taps
-  // accumulated left to right) of every row the vertical taps reach sits in a ring of ky rows keyed by row index
-  // (the ky indices a blurred row needs are ky consecutive rows after reflection), then the vertical pass.
+  // Source rows after the blur, produced on demand in increasing order and only at the columns the interpolation
+  // reads (x0 / x1; each element is still the same sequential sum of taps, so the values are those of the full
+  // blur): the horizontal pass (reflect padding, taps accumulated left to right) of every row the vertical taps
+  // reach sits in a ring of ky rows keyed by row index, then the vertical pass (taps top to bottom).
   const int rx = kx / 2, ry = ky / 2;
-  const std::size_t W = static_cast<std::size_t>(src_w);
-  grow(s.plane, W * static_cast<std::size_t>(ky) + W + static_cast<std::size_t>(src_w + 2 * rx));
-  float* ring = s.plane.data();
-  float* vrow = ring + W * static_cast<std::size_t>(ky);
-  float* padded = vrow + W;
-  grow(s.tabofs, static_cast<std::size_t>(ky));
-  int* ring_tag = s.tabofs.data();
-  for (int k = 0; k < ky; ++k) ring_tag[k] = -1;
+  int nc = src_w;  // columns kept: all without blur (rows are read from src directly)
   const float* kxp = s.kernel_x.data();
   const float* kyp = s.kernel_y.data();
+  float* ring = nullptr;
+  float* vrow = nullptr;
+  int* ring_tag = nullptr;
+  const int* tap_col = nullptr;  // tap_col[t * nc + j]: the source column of tap t for kept column j
+  if (antialias) {
+    // Kept columns: the sorted distinct x0 / x1; x0 / x1 become indices into them.
+    grow(s.ofs, static_cast<std::size_t>(dst_w) * 2 * static_cast<std::size_t>(kx + 1));
+    int* cols = s.ofs.data();
+    std::copy(x0, x0 + 2 * dst_w, cols);  // x1 follows x0 in the same buffer
+    std::sort(cols, cols + 2 * dst_w);
+    nc = static_cast<int>(std::unique(cols, cols + 2 * dst_w) - cols);
+    for (int i = 0; i < 2 * dst_w; ++i) x0[i] = static_cast<int>(std::lower_bound(cols, cols + nc, x0[i]) - cols);
+    int* taps = cols + nc;
+    for (int t = 0; t < kx; ++t)
+      for (int j = 0; j < nc; ++j) taps[t * nc + j] = reflect_index(cols[j] - rx + t, src_w);
+    tap_col = taps;
+    const std::size_t NC = static_cast<std::size_t>(nc);
+    grow(s.plane, NC * static_cast<std::size_t>(ky) + NC);
+    ring = s.plane.data();
+    vrow = ring + NC * static_cast<std::size_t>(ky);
+    grow(s.tabofs, static_cast<std::size_t>(ky));
+    ring_tag = s.tabofs.data();
+    for (int k = 0; k < ky; ++k) ring_tag[k] = -1;
+  }
   auto hblur_row = [&](int y) -> const float* {
-    float* out = ring + W * static_cast<std::size_t>(y % ky);
+    float* out = ring + static_cast<std::size_t>(nc) * static_cast<std::size_t>(y % ky);
     if (ring_tag[y % ky] == y) return out;
     const float* S = src + y * src_stride;
-    for (int i = 0; i < src_w + 2 * rx; ++i) padded[i] = S[reflect_index(i - rx, src_w)];
-    for (int x = 0; x < src_w; ++x) out[x] = padded[x] * kxp[0];
+    for (int j = 0; j < nc; ++j) out[j] = S[tap_col[j]] * kxp[0];
     for (int t = 1; t < kx; ++t)
-      for (int x = 0; x < src_w; ++x) out[x] += padded[x + t] * kxp[t];
+      for (int j = 0; j < nc; ++j) out[j] += S[tap_col[t * nc + j]] * kxp[t];
     ring_tag[y % ky] = y;
     return out;
   };
   auto blurred_row = [&](int y) -> const float* {
     if (!antialias) return src + y * src_stride;
     const float* r = hblur_row(reflect_index(y - ry, src_h));
-    for (int x = 0; x < src_w; ++x) vrow[x] = r[x] * kyp[0];
+    for (int j = 0; j < nc; ++j) vrow[j] = r[j] * kyp[0];
     for (int t = 1; t < ky; ++t) {
       r = hblur_row(reflect_index(y - ry + t, src_h));
-      for (int x = 0; x < src_w; ++x) vrow[x] += r[x] * kyp[t];
+      for (int j = 0; j < nc; ++j) vrow[j] += r[j] * kyp[t];
     }
     return vrow;
   };

@@ -3,6 +3,8 @@
 // hub.cpp.
 #include "model/hub_cache.hpp"
 
+#include "util/file.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,6 +19,9 @@
 
 namespace superpoint_rt::model::hub {
 namespace {
+
+// A refs/ file holds a 40-digit commit hash; anything much larger is not one.
+constexpr std::uint64_t kMaxRefBytes = 4096;
 
 constexpr const char* kCachedirTag =
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -35,23 +40,13 @@ bool valid_repo_part(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return is_word(c) || c == '-' || c == '.'; });
 }
 
-/// Writes `text` to `path` through a temp file + rename so a concurrent reader never sees a partial file.
-void write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.parent_path() / (path.filename().string() + "." + random_hex8() + ".tmp");
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      fail(ErrorKind::Io, "cannot write " + path.string());
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    fail(ErrorKind::Io, "cannot write " + path.string() + ": " + why);
+/// A refs/ file: empty when it cannot be read or is implausibly large (then it names no commit, and a download
+/// rewrites it).
+std::string read_small_text(const fs::path& p) {
+  try {
+    return util::read_text_file(p.string(), kMaxRefBytes);
+  } catch (const Error&) {
+    return "";
   }
 }
 
@@ -114,27 +109,6 @@ std::string repo_folder_name(const std::string& repo_id) {
   return out;
 }
 
-/// 8 random hex digits for temp names (uuid4().hex[:8] in huggingface_hub). std::random_device reads the kernel's
-/// entropy on every call, so processes forked from one parent never draw the same names (a seeded PRNG would).
-std::string random_hex8() {
-  static const char* hex = "0123456789abcdef";
-  std::random_device rd;
-  std::uint32_t v = rd();
-  std::string out(8, '0');
-  for (auto& c : out) {
-    c = hex[v & 15];
-    v >>= 4;
-  }
-  return out;
-}
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 void make_dirs(const fs::path& p) {
   std::error_code ec;
   fs::create_directories(p, ec);
@@ -148,9 +122,9 @@ void write_ref(const fs::path& storage, const std::string& revision, const std::
   if (revision == commit) return;
   const fs::path ref = storage / "refs" / revision;
   std::error_code ec;
-  if (fs::is_regular_file(ref, ec) && read_text(ref) == commit) return;
+  if (fs::is_regular_file(ref, ec) && read_small_text(ref) == commit) return;
   make_dirs(ref.parent_path());
-  write_atomic(ref, commit);
+  util::write_file_atomic(ref.string(), commit);
 }
 
 /// _create_cachedir_tag (best effort, like huggingface_hub).
@@ -159,7 +133,7 @@ void write_cachedir_tag(const fs::path& cache) {
   const fs::path tag = cache / "CACHEDIR.TAG";
   if (fs::exists(tag, ec)) return;
   try {
-    write_atomic(tag, kCachedirTag);
+    util::write_file_atomic(tag.string(), kCachedirTag);
   } catch (const Error&) {
   }
 }
@@ -173,7 +147,7 @@ void create_pointer(const fs::path& blob, const fs::path& pointer) {
   std::string tmp_name = ".";
   tmp_name += pointer.filename().string();
   tmp_name += '.';
-  tmp_name += random_hex8();
+  tmp_name += util::random_hex8();
   tmp_name += ".tmp";
   const fs::path tmp = pointer.parent_path() / tmp_name;
   std::error_code ec;
@@ -182,11 +156,7 @@ void create_pointer(const fs::path& blob, const fs::path& pointer) {
     fs::copy_file(blob, tmp, fs::copy_options::overwrite_existing, ec);
     if (ec) fail(ErrorKind::Io, "cannot create " + pointer.string() + ": " + ec.message());
   }
-  if (::rename(tmp.c_str(), pointer.c_str()) != 0) {
-    const std::string why = errno_text();
-    fs::remove(tmp, ec);
-    fail(ErrorKind::Io, "cannot create " + pointer.string() + ": " + why);
-  }
+  util::rename_into_place(tmp.string(), pointer.string());
 }
 
 /// The commit the cache maps `revision` to: the revision itself when it is a commit hash, else refs/{revision}.
@@ -195,7 +165,7 @@ std::optional<std::string> cached_commit(const Target& t) {
   const fs::path ref = t.storage / "refs" / t.revision;
   std::error_code ec;
   if (!fs::is_regular_file(ref, ec)) return std::nullopt;
-  std::string c = read_text(ref);
+  std::string c = read_small_text(ref);
   while (!c.empty() && std::isspace(static_cast<unsigned char>(c.back()))) c.pop_back();
   return c.empty() ? std::nullopt : std::optional<std::string>(c);
 }

@@ -40,10 +40,6 @@ bool is_commit_hash(const std::string& s);
 bool safe_relative_path(const std::string& p);
 /// file_download.repo_folder_name for models: "models--{org}--{name}".
 std::string repo_folder_name(const std::string& repo_id);
-/// 8 random hex digits for temp names (uuid4().hex[:8] in huggingface_hub).
-std::string random_hex8();
-
-std::string read_text(const fs::path& p);
 /// create_directories; throws Error(Io) naming the folder.
 void make_dirs(const fs::path& p);
 /// refs/{revision} = commit, unless the revision is that commit; written only when it changes.

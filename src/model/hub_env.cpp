@@ -7,10 +7,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "model/hub.hpp"
+#include "superpoint_rt/errors.hpp"
+#include "util/file.hpp"
 
 namespace superpoint_rt::model {
 
@@ -19,7 +19,10 @@ namespace fs = std::filesystem;
 namespace hub {
 namespace {
 
-constexpr long kDefaultTimeoutS = 10;  // huggingface_hub: DEFAULT_ETAG_TIMEOUT / DEFAULT_DOWNLOAD_TIMEOUT = 10 s
+constexpr long kDefaultTimeoutS = 10;
+// A token is ~40 characters; a token file much larger than this is not one.
+constexpr std::uint64_t kMaxTokenFileBytes =
+    1 << 20;  // huggingface_hub: DEFAULT_ETAG_TIMEOUT / DEFAULT_DOWNLOAD_TIMEOUT = 10 s
 
 std::string env_or_empty(const char* name) {
   return env(name).value_or("");
@@ -121,11 +124,11 @@ std::optional<std::string> hub_token() {
   if (auto c = clean_token(t)) return c;
   std::string path = env_or_empty("HF_TOKEN_PATH");
   path = path.empty() ? hf_home() + "/token" : expand(path);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return clean_token(ss.str());
+  try {
+    return clean_token(util::read_text_file(path, kMaxTokenFileBytes));
+  } catch (const Error&) {
+    return std::nullopt;  // no (readable) token file: no token, as huggingface_hub
+  }
 }
 
 /// constants.ENDPOINT: $HF_ENDPOINT (default https://huggingface.co) without trailing slashes.

@@ -19,6 +19,7 @@
 #include <mutex>
 
 #include "model/hub_env.hpp"
+#include "util/file.hpp"
 
 #ifndef SUPERPOINT_RT_VERSION
 #define SUPERPOINT_RT_VERSION "0"
@@ -330,7 +331,7 @@ FileMeta fetch_metadata(const Target& t, const std::string& revision, const std:
 /// _download_to_tmp_and_move: GET into blobs/{etag}.{8 hex}.incomplete, check the size, rename to blobs/{etag}.
 void download_blob(const Target& t, const std::string& file, const FileMeta& m, const fs::path& blob,
                    const std::string& endpoint, const std::optional<std::string>& token, const std::string& head_url) {
-  const fs::path tmp = blob.parent_path() / (blob.filename().string() + "." + random_hex8() + ".incomplete");
+  const fs::path tmp = blob.parent_path() / (blob.filename().string() + "." + util::random_hex8() + ".incomplete");
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) fail(ErrorKind::Io, "cannot create " + tmp.string() + ": " + errno_text());
   FileGuard guard(tmp);
@@ -365,9 +366,7 @@ void download_blob(const Target& t, const std::string& file, const FileMeta& m, 
   if (close_rc != 0) fail(ErrorKind::Io, "cannot write " + tmp.string() + ": " + errno_text());
   // Another process may have renamed the same blob into place meanwhile: rename() replaces it atomically with
   // identical content, so readers always see a complete file.
-  if (::rename(tmp.c_str(), blob.c_str()) != 0) {
-    fail(ErrorKind::Io, "cannot move " + tmp.string() + " to " + blob.string() + ": " + errno_text());
-  }
+  util::rename_into_place(tmp.string(), blob.string());
   guard.release();
 }
 

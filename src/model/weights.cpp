@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "superpoint_rt/errors.hpp"
+#include "util/file.hpp"
+#include "util/half.hpp"
 
 namespace superpoint_rt::model {
 namespace {
@@ -75,19 +77,6 @@ float bf16_to_float(std::uint16_t h) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
 }
 
-float f16_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(man), -24);  // zero / subnormal: exact
-  } else if (exp == 31) {
-    v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
-  }
-  return sign ? -v : v;
-}
-
 std::size_t dtype_size(const std::string& dt) {
   if (dt == "F32") return 4;
   if (dt == "F16" || dt == "BF16") return 2;
@@ -98,14 +87,10 @@ std::size_t dtype_size(const std::string& dt) {
 // The safetensors reference implementation refuses headers over 100 MB; so do we (a corrupt length would otherwise
 // make us parse garbage).
 constexpr std::uint64_t kMaxHeader = 100u * 1000u * 1000u;
-
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(ErrorKind::Io, "cannot open " + path);
-  std::vector<std::uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw Error(ErrorKind::Io, "cannot read " + path);
-  return b;
-}
+// File size limits: SuperPoint's config.json is under 1 KB and its weights 5 MB; these leave room for any variant
+// while refusing a wrong file (a dataset, a disk image) before it is read into memory.
+constexpr std::uint64_t kMaxConfigBytes = 16u << 20;
+constexpr std::uint64_t kMaxSafetensorsBytes = std::uint64_t{4} << 30;
 
 }  // namespace
 
@@ -215,7 +200,7 @@ std::map<std::string, Tensor> parse_safetensors(const std::vector<std::uint8_t>&
       } else {
         std::uint16_t v;
         std::memcpy(&v, p + 2 * i, 2);
-        t.data[i] = dt == "F16" ? f16_to_float(v) : bf16_to_float(v);
+        t.data[i] = dt == "F16" ? util::half_to_float(v) : bf16_to_float(v);
       }
     }
     out.emplace(name, std::move(t));
@@ -287,9 +272,9 @@ Weights load_weights_dir(const std::string& dir) {
     std::error_code ec;
     if (!fs::is_regular_file(f, ec)) throw Error(ErrorKind::NotFound, "model file not found: " + f);
   }
-  const auto cfg_bytes = read_file(cfg);
+  const auto cfg_bytes = util::read_file(cfg, kMaxConfigBytes);
   const ModelConfig config = parse_config(std::string(cfg_bytes.begin(), cfg_bytes.end()), cfg);
-  return weights_from_tensors(config, parse_safetensors(read_file(st), st), st);
+  return weights_from_tensors(config, parse_safetensors(util::read_file(st, kMaxSafetensorsBytes), st), st);
 }
 
 }  // namespace superpoint_rt::model

@@ -93,7 +93,7 @@ nlohmann::json features_to_json(const Features& f, double queue_ms) {
   j["scores"] = std::move(scores);
   if (f.has_descriptors) {
     std::vector<std::uint16_t> half(f.descriptors.size());
-    for (std::size_t i = 0; i < half.size(); ++i) half[i] = float_to_half(f.descriptors[i]);
+    for (std::size_t i = 0; i < half.size(); ++i) half[i] = util::float_to_half(f.descriptors[i]);
     // x86-64 is little-endian, so the in-memory halves are the wire format (numpy "<f2").
     j["descriptors"] = {{"dtype", "float16"},
                         {"shape", {n, f.descriptor_dim}},
@@ -119,7 +119,7 @@ std::vector<std::uint8_t> features_to_npz(const Features& f) {
   arrays["scores"] = NpyArray::from_float(f.scores, {n});
   if (f.has_descriptors) {
     std::vector<std::uint16_t> half(f.descriptors.size());
-    for (std::size_t i = 0; i < half.size(); ++i) half[i] = float_to_half(f.descriptors[i]);
+    for (std::size_t i = 0; i < half.size(); ++i) half[i] = util::float_to_half(f.descriptors[i]);
     arrays["descriptors"] =
         NpyArray::from_bytes("f2", half.data(), half.size() * sizeof(std::uint16_t), {n, f.descriptor_dim});
   }

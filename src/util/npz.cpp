@@ -14,7 +14,8 @@
 #include <type_traits>
 
 #include "superpoint_rt/errors.hpp"
-#include "superpoint_rt/image.hpp"
+#include "util/file.hpp"
+#include "util/half.hpp"
 
 namespace superpoint_rt::util {
 namespace {
@@ -25,6 +26,8 @@ constexpr std::size_t kNpyMaxDims = 64;
 constexpr std::uint64_t kNpzMaxMemberBytes = std::numeric_limits<uInt>::max();
 // Deflate's largest expansion: one 258-byte match per 2 bits at best, so about 1032:1 (zlib's zlib_tech.html).
 constexpr std::uint64_t kDeflateMaxRatio = 1032;
+// The largest file load_npz reads: far above any file of ours (feature and golden files are a few MB).
+constexpr std::uint64_t kNpzMaxFileBytes = std::uint64_t{4} << 30;
 
 [[noreturn]] void bad(const std::string& source, const std::string& what) {
   throw Error(ErrorKind::DecodeError, source + ": not a valid npy/npz file: " + what);
@@ -43,19 +46,6 @@ T rd(const std::uint8_t* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
   return v;
-}
-
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(man), -24);
-  } else if (exp == 31) {
-    v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
-  }
-  return sign ? -v : v;
 }
 
 template <class Out>
@@ -425,27 +415,7 @@ std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, co
 }
 
 std::map<std::string, NpyArray> load_npz(const std::string& path) {
-  return parse_npz(read_file(path), path);
-}
-
-void write_file_atomic(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(ErrorKind::Io, "cannot write " + path + ": cannot create " + tmp);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw Error(ErrorKind::Io, "cannot write " + path + " (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error(ErrorKind::Io, "cannot write " + path + ": " + ec.message());
-  }
+  return parse_npz(read_file(path, kNpzMaxFileBytes), path);
 }
 
 }  // namespace superpoint_rt::util

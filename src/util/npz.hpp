@@ -35,7 +35,5 @@ NpyArray parse_npy(const std::uint8_t* p, std::size_t n, const std::string& sour
 std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& bytes, const std::string& source);
 
 std::map<std::string, NpyArray> load_npz(const std::string& path);
-/// Writes atomically (temporary file + rename). Throws Error(Io) naming the path.
-void write_file_atomic(const std::string& path, const std::vector<std::uint8_t>& bytes);
 
 }  // namespace superpoint_rt::util

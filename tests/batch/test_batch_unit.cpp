@@ -11,6 +11,7 @@
 #include <set>
 
 #include "batch/batch.hpp"
+#include "util/half.hpp"
 #include "common/test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -67,7 +68,7 @@ TEST(Half, MatchesNumpyAstypeFloat16) {
     std::memcpy(&x, &bits[i], 4);
     std::uint16_t want;
     std::memcpy(&want, out.data() + 2 * i, 2);
-    const std::uint16_t got = batch::float_to_half(x);
+    const std::uint16_t got = util::float_to_half(x);
     const bool both_nan =
         (want & 0x7c00u) == 0x7c00u && (want & 0x3ffu) && (got & 0x7c00u) == 0x7c00u && (got & 0x3ffu);
     if (got != want && !both_nan && bad++ < 10)

@@ -7,6 +7,7 @@
 
 #include "common/test_util.hpp"
 #include "superpoint_rt/superpoint.hpp"
+#include "util/file.hpp"
 #include "util/npz.hpp"
 
 namespace fs = std::filesystem;

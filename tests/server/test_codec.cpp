@@ -13,7 +13,7 @@
 namespace {
 
 using superpoint_rt::server::base64_encode;
-using superpoint_rt::server::float_to_half;
+using superpoint_rt::util::float_to_half;
 using superpoint_rt::server::Metrics;
 using superpoint_rt::server::parse_query;
 

@@ -1,0 +1,277 @@
+"""`superpoint-rt extract --preset NAME` against an independent PyTorch + OpenCV reference of hloc's and LightGlue's
+SuperPoint request paths (tests/presets/reference_presets.py; SPEC.md §2b; the rules are in fidelity.py):
+
+- hloc:superpoint_aachen / _max / _inloc: identical keypoints except near-ties (threshold, k-th score, NMS
+  competitor, each within 1e-5), equal float32 coordinates, scores within 1e-5, descriptors within 1e-4, hloc's
+  order (raster when <= 4096 pass, else by score);
+- lightglue: keypoint F1 at 2 px >= 0.99, mean descriptor cosine >= 0.999;
+- `extract --preset hloc:superpoint_aachen --output feats.h5 --as-half` equal to the file hloc's
+  extract_features.main(as_half=True) writes (names, datasets, dtypes, shapes, values, uncertainty, image_size);
+- the network input planes of the reference against our float resizes (private binding
+  superpoint_rt._core._resize_float; skipped when the Python module is not built, as our CLI cannot dump its plane);
+- the checks themselves fail on perturbed outputs.
+
+ctest runs a subset of ../shared/images per preset (CI time). Every image, every preset, with a table:
+
+  cd /work/lead && .venv/bin/python tests/presets/fidelity.py --cli build-ref/src/cli/superpoint-rt
+
+(or SUPERPOINT_RT_PRESETS_ALL=1 with this pytest file). Needs torch (python3-torch), cv2 (python3-opencv 4.6), h5py.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import cv2  # noqa: E402  (required)
+import h5py  # noqa: E402
+import torch  # noqa: E402
+
+import fidelity as FID  # noqa: E402
+import reference_presets as R  # noqa: E402
+
+SUBSETS = {
+    # 12 MP JPEG with EXIF orientation 6 (INTER_AREA 4:1), > 4096 points (score order), gray PNG (no resize),
+    # portrait JPEG (non-integer INTER_AREA)
+    "hloc:superpoint_aachen": ["monstree_IMG_1027.JPG", "lg_DSC_0410.JPG", "skimage_coins.png",
+                               "pt_london_bridge_19481797_2295892421.jpg"],
+    # enlarging: INTER_LINEAR to 1600 x 1101
+    "hloc:superpoint_max": ["opencv_box.png"],
+    # 2040 x 1530 -> 1600 x 1200 (INTER_AREA), and a small image left as is (nms radius 4)
+    "hloc:superpoint_inloc": ["roma_toronto_A.jpg", "pt_piazza_san_marco_18627786_5929294590.jpg"],
+    # gray PNG enlarged, 1024 wide (no resize), 12 MP EXIF downscale (the blur), RGB PNG
+    "lightglue": ["skimage_coins.png", "lg_DSC_0410.JPG", "monstree_IMG_1027.JPG", "tum_fr3_1341847980.722988.png"],
+}
+H5_PRESET = "hloc:superpoint_aachen"
+H5_IMAGES = ["lg_DSC_0410.JPG", "skimage_coins.png", "pt_london_bridge_19481797_2295892421.jpg"]
+
+
+def shared() -> pathlib.Path:
+    d = FID.shared_dir()
+    if not (d / "weights" / "superpoint" / "model.safetensors").is_file():
+        pytest.fail(f"test data not found in {d} (set $SUPERPOINT_RT_SHARED to the shared folder)")
+    return d
+
+
+def cli() -> str:
+    p = os.environ.get("SUPERPOINT_RT_CLI")
+    if not p or not os.access(p, os.X_OK):
+        pytest.fail(f"$SUPERPOINT_RT_CLI = {p!r} is not an executable superpoint-rt (run through ctest)")
+    return p
+
+
+def images_for(preset: str) -> list[pathlib.Path]:
+    if os.environ.get("SUPERPOINT_RT_PRESETS_ALL"):
+        return FID.all_images()
+    out = [shared() / "images" / n for n in SUBSETS[preset]]
+    for p in out:
+        if not p.is_file():
+            pytest.fail(f"test image {p} is missing")
+    return out
+
+
+@pytest.fixture(scope="module")
+def net():
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    return R.load_net(shared() / "weights" / "superpoint")
+
+
+@pytest.fixture(scope="module")
+def outputs(net, tmp_path_factory):
+    """preset -> [(image, reference, ours)], the CLI run once per preset on its images; computed lazily."""
+    cache: dict[str, list] = {}
+
+    def get(preset: str):
+        if preset not in cache:
+            d = tmp_path_factory.mktemp(preset.replace(":", "_"))
+            imgs = images_for(preset)
+            FID.run_cli(cli(), imgs, preset, d)
+            cache[preset] = [(img, R.run_image(net, img, preset), FID.load_ours(d, img)) for img in imgs]
+        return cache[preset]
+
+    return get
+
+
+@pytest.mark.parametrize("preset", list(R.PRESETS))
+def test_preset_fidelity(preset, outputs):
+    failures, orders = [], set()
+    for img, ref, ours in outputs(preset):
+        c = FID.compare(ref, ours, preset)
+        failures += [f"{img.name}: {b}" for b in c["bad"]]
+        orders.add(c.get("order"))
+        assert c["n_ref"] > 100, f"{img.name}: only {c['n_ref']} reference keypoints, a weak test image"
+    assert not failures, f"{preset}: " + "\n".join(failures)
+    if preset == "hloc:superpoint_aachen" and not os.environ.get("SUPERPOINT_RT_PRESETS_ALL"):
+        assert orders == {"raster", "score"}, "the subset must exercise both of hloc's orders"
+
+
+def test_presets_differ(outputs):
+    """The presets really run different request paths: frames and point counts differ between them."""
+    by_preset = {p: {img.name: ref for img, ref, _ in outputs(p)} for p in ("hloc:superpoint_aachen", "lightglue")}
+    a = by_preset["hloc:superpoint_aachen"]["skimage_coins.png"]
+    b = by_preset["lightglue"]["skimage_coins.png"]
+    assert a["plane"].shape == (303, 384) and b["plane"].shape == (808, 1024)
+
+
+def _find(outputs, preset, name):
+    for img, ref, ours in outputs(preset):
+        if img.name == name:
+            return ref, copy.deepcopy(ours)
+    raise KeyError(name)
+
+
+def test_checks_fail_on_perturbed_outputs(outputs):
+    """Each rule of the comparison catches the defect it is there for."""
+    P = "hloc:superpoint_aachen"
+    for name, order in (("lg_DSC_0410.JPG", "score"), ("skimage_coins.png", "raster")):
+        ref, ours = _find(outputs, P, name)
+        assert not FID.compare(ref, ours, P)["bad"]
+        assert FID.compare(ref, ours, P)["order"] == order
+
+        def bad_after(edit):
+            o = copy.deepcopy(ours)
+            edit(o)
+            return FID.compare(ref, o, P)["bad"]
+
+        def swap(o):  # two points with clearly different scores / raster positions
+            i = int(np.argmax(o["scores"]))
+            j = int(np.argmin(o["scores"]))
+            for k in ("keypoints", "scores", "descriptors"):
+                o[k][[i, j]] = o[k][[j, i]]
+
+        def nudge_xy(o):
+            o["keypoints"][5, 0] = np.nextafter(o["keypoints"][5, 0], np.float32(1e9))
+
+        def score(o):
+            o["scores"][7] += 2e-5
+
+        def desc(o):
+            o["descriptors"][9, 100] += 2e-4
+
+        def drop_strong(o):
+            i = int(np.argmax(o["scores"]))
+            for k in ("keypoints", "scores", "descriptors"):
+                o[k] = np.delete(o[k], i, axis=0)
+
+        def move_one_pixel(o):  # a keypoint one network pixel off
+            o["keypoints"][3] = (o["keypoints"][3] + ref["out_scale"]).astype(np.float32)
+
+        for edit in (swap, nudge_xy, score, desc, drop_strong, move_one_pixel):
+            assert bad_after(edit), f"{name}: {edit.__name__} not detected"
+
+    ref, ours = _find(outputs, "lightglue", "tum_fr3_1341847980.722988.png")
+    assert not FID.compare(ref, ours, "lightglue")["bad"]
+    o = copy.deepcopy(ours)
+    o["keypoints"] = o["keypoints"] + np.float32(2.5)
+    assert any("F1" in b for b in FID.compare(ref, o, "lightglue")["bad"])
+    o = copy.deepcopy(ours)
+    o["descriptors"][::20] = -o["descriptors"][::20]
+    assert any("cosine" in b for b in FID.compare(ref, o, "lightglue")["bad"])
+
+
+@pytest.mark.parametrize("preset", list(R.PRESETS))
+def test_network_input_plane(preset, outputs):
+    """The reference's network input against our float resize of the same decoded pixels (our CLI cannot dump the
+    plane the engine feeds the network, so this checks the resize kernel the preset selects)."""
+    try:
+        from superpoint_rt import _core
+    except ImportError as e:
+        pytest.skip(f"superpoint_rt Python module not built ({e}): the network-input comparison needs "
+                    "superpoint_rt._core._resize_float")
+    p = R.PRESETS[preset]
+    for img, ref, _ in outputs(preset):
+        h, w = ref["plane"].shape
+        if p.kind == "hloc":
+            gray = cv2.imread(str(img), cv2.IMREAD_GRAYSCALE).astype(np.float32)
+            if gray.shape == (h, w):
+                ours = gray / 255.0
+            else:
+                kind = "cv2_linear" if (gray.shape[1] < w or gray.shape[0] < h) else "cv2_area"
+                ours = _core._resize_float(np.ascontiguousarray(gray), w, h, kind) / 255.0
+            np.testing.assert_array_equal(ours, ref["plane"], err_msg=f"{preset} {img.name}")
+        else:
+            rgb = cv2.imread(str(img), cv2.IMREAD_COLOR)[..., ::-1]
+            ch = [np.ascontiguousarray((rgb[..., c] / 255.0).astype(np.float32)) for c in range(3)]
+            if ch[0].shape != (h, w):
+                ch = [_core._resize_float(c, w, h, "kornia_antialias") for c in ch]
+            gray = (np.float32(0.299) * ch[0] + np.float32(0.587) * ch[1]) + np.float32(0.114) * ch[2]
+            err = float(np.abs(gray - ref["plane"]).max())
+            assert err <= 1e-5, f"{preset} {img.name}: network input differs by {err}"
+
+
+def _h5_dump(path) -> dict:
+    out = {}
+    with h5py.File(path, "r") as fd:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                out[name] = (obj.dtype, obj.shape, obj[()], {k: (v, np.asarray(v).dtype) for k, v in obj.attrs.items()})
+        fd.visititems(visit)
+    return out
+
+
+def _within(ours16, ref32, tol):
+    """float16 values stored from a float32 within tol of ref32 (one float16 rounding either side)."""
+    ulp = np.spacing(np.maximum(np.abs(ref32), np.abs(ours16.astype(np.float32))).astype(np.float16)).astype(
+        np.float64)
+    return np.abs(ours16.astype(np.float64) - ref32.astype(np.float64)) <= tol + ulp / 2 + 1e-12
+
+
+def test_hloc_h5(net, outputs, tmp_path):
+    imgs = [shared() / "images" / n for n in H5_IMAGES]
+    ours_h5, ref_h5 = tmp_path / "ours.h5", tmp_path / "ref.h5"
+    cmd = [cli(), "extract", *map(str, imgs), "--preset", H5_PRESET, "--output", str(ours_h5), "--as-half",
+           "--weights", str(shared() / "weights" / "superpoint"), "--quiet"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{cmd}: {r.stdout}\n{r.stderr}"
+    R.write_hloc_h5(net, imgs, [p.name for p in imgs], H5_PRESET, ref_h5, as_half=True)
+    ref_d, ours_d = _h5_dump(ref_h5), _h5_dump(ours_h5)
+    assert sorted(ours_d) == sorted(ref_d), "group / dataset names differ"
+    errors = []
+    npz = {img.name: (ref, ours) for img, ref, ours in outputs(H5_PRESET)}
+    for img in imgs:
+        g = img.name
+        ref32 = R.run_image(net, img, H5_PRESET) if g not in npz else npz[g][0]
+        for k in ("keypoints", "scores", "descriptors", "image_size"):
+            rd, od = ref_d[f"{g}/{k}"], ours_d[f"{g}/{k}"]
+            if rd[0] != od[0]:
+                errors.append(f"{g}/{k}: dtype {od[0]} (hloc {rd[0]})")
+            if sorted(rd[3]) != sorted(od[3]):
+                errors.append(f"{g}/{k}: attributes {sorted(od[3])} (hloc {sorted(rd[3])})")
+        ua, ub = ref_d[f"{g}/keypoints"][3].get("uncertainty"), ours_d[f"{g}/keypoints"][3].get("uncertainty")
+        if ub is None or ua[1] != ub[1] or float(ua[0]) != float(ub[0]):
+            errors.append(f"{g}: uncertainty {ub} (hloc {ua})")
+        if not np.array_equal(ref_d[f"{g}/image_size"][2], ours_d[f"{g}/image_size"][2]):
+            errors.append(f"{g}: image_size {ours_d[g + '/image_size'][2]} (hloc {ref_d[g + '/image_size'][2]})")
+        kr, ko = ref_d[f"{g}/keypoints"][2], ours_d[f"{g}/keypoints"][2]
+        sr, so = ref_d[f"{g}/scores"][2], ours_d[f"{g}/scores"][2]
+        dr, do = ref_d[f"{g}/descriptors"][2], ours_d[f"{g}/descriptors"][2]
+        if ko.shape != kr.shape or so.shape != sr.shape or do.shape != dr.shape:
+            # only near-ties may change the count; then pair the rows through the float32 npz comparison
+            c = FID.compare(npz[g][0], npz[g][1], H5_PRESET) if g in npz else None
+            if c is None or c["bad"] or not sum(c["exceptions"].values()):
+                errors.append(f"{g}: shapes {ko.shape} {so.shape} {do.shape} (hloc {kr.shape} {sr.shape} {dr.shape})")
+                continue
+            ri, oi = c["pairs"]
+        else:
+            ri = oi = np.arange(len(sr))
+        if not np.array_equal(kr[ri], ko[oi]):
+            n = int(np.any(kr[ri] != ko[oi], axis=1).sum())
+            j = int(np.flatnonzero(np.any(kr[ri] != ko[oi], axis=1))[0])
+            errors.append(f"{g}: {n} keypoints differ, e.g. row {j}: {ko[oi][j].tolist()} (hloc {kr[ri][j].tolist()})")
+        if not np.all(_within(so[oi], ref32["scores"][ri], FID.SCORE_TOL)):
+            errors.append(f"{g}: scores beyond 1e-5 (+ float16 rounding)")
+        if not np.all(_within(do[:, oi], ref32["descriptors"][ri].T, FID.DESC_TOL)):
+            errors.append(f"{g}: descriptors beyond 1e-4 (+ float16 rounding)")
+        # the reference file is hloc's: float16 of the float32 reference
+        assert np.array_equal(kr, ref32["keypoints"].astype(np.float16))
+    assert not errors, "\n".join(errors)

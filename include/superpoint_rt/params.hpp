@@ -7,9 +7,11 @@
 // Thread-safety: everything here is immutable or re-entrant.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "superpoint_rt/features.hpp"
 #include "superpoint_rt/image.hpp"
@@ -48,11 +50,19 @@ const PresetSpec* find_preset(std::string_view name);
 /// "hf, hloc:superpoint_aachen, ..." for messages and help.
 std::string preset_names();
 
+/// A typed parameter value (the language bindings): Int as int64, Float as double, Bool, String.
+using ParamValue = std::variant<bool, std::int64_t, double, std::string>;
+
+/// Sets one parameter (or "preset") from a typed value. Throws Error(TypeMismatch) when the value's type is not the
+/// parameter's (an Int takes only int64; a Float takes int64 or double), Error(InvalidArgument) out of range or an
+/// unknown name, with the same messages as the text form.
+void set_param(Params& p, std::string_view name, const ParamValue& value);
+
 /// Sets one parameter (or "preset") from its text form, as typed on a command line or in a query string: integers
 /// in decimal, floats as C (locale independent), booleans true/false/1/0, strings as listed. Throws
 /// Error(InvalidArgument) naming the parameter, the value and the allowed range, or an unknown name (with the list),
 /// and Error(TypeMismatch) for a boolean that is not one of those words.
-void set_param(Params& p, std::string_view name, std::string_view value);
+void set_param_text(Params& p, std::string_view name, std::string_view value);
 
 /// The effective value of parameter `name` in `r` as text ("1024", "0.005", "true", "640x480", "cv2_area").
 std::string param_value_text(const ResolvedParams& r, std::string_view name);

@@ -46,13 +46,11 @@ class Extractor {
   std::string extract(const std::vector<std::string>& inputs, const std::string& output, const std::string& image_list,
                       const std::string& image_root, const std::vector<std::string>& globs, const std::string& shard,
                       bool as_half, bool skip_existing, bool overwrite, const std::string& report, int workers,
-                      int max_keypoints, float keypoint_threshold, int nms_radius, bool return_descriptors,
-                      bool grayscale, bool progress) {
+                      const py::dict& given, bool progress) {
     if (output.empty()) throw sp::Error(sp::ErrorKind::InvalidArgument, "extract_folder: output is required");
     if (skip_existing && overwrite)
       throw sp::Error(sp::ErrorKind::InvalidArgument, "extract_folder: skip_existing and overwrite conflict");
-    const sp::Params params = sp::python::make_params(max_keypoints, keypoint_threshold, nms_radius, return_descriptors,
-                                                      /*bgr=*/false, grayscale);
+    const sp::Params params = sp::python::params_from_dict(given);
     sp::batch::RunConfig c;
     c.output = output;
     c.as_half = as_half;
@@ -90,9 +88,7 @@ PYBIND11_MODULE(_batchcore, m) {
            py::arg("max_pixels"), py::arg("verbose"))
       .def("extract", &Extractor::extract, py::arg("inputs"), py::arg("output"), py::arg("image_list"),
            py::arg("image_root"), py::arg("globs"), py::arg("shard"), py::arg("as_half"), py::arg("skip_existing"),
-           py::arg("overwrite"), py::arg("report"), py::arg("workers"), py::arg("max_keypoints"),
-           py::arg("keypoint_threshold"), py::arg("nms_radius"), py::arg("return_descriptors"), py::arg("grayscale"),
-           py::arg("progress"))
+           py::arg("overwrite"), py::arg("report"), py::arg("workers"), py::arg("params"), py::arg("progress"))
       .def("close", &Extractor::close);
   m.def(
       "merge",

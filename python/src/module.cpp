@@ -138,7 +138,8 @@ py::tuple to_python(sp::Features&& features) {
   timing["forward"] = owned->timing_ms.forward;
   timing["postprocess"] = owned->timing_ms.postprocess;
   return py::make_tuple(kp, sc, desc, py::make_tuple(owned->image_size[0], owned->image_size[1]),
-                        py::make_tuple(owned->scale[0], owned->scale[1]), timing);
+                        py::make_tuple(owned->scale[0], owned->scale[1]), timing,
+                        py::make_tuple(owned->network_size[0], owned->network_size[1]));
 }
 
 sp::WarmupSpec make_spec(std::vector<std::pair<int, int>> sizes, std::vector<int> nms_radii,
@@ -162,10 +163,8 @@ class Model {
  public:
   explicit Model(sp::SuperPoint m) : model_(std::move(m)) {}
 
-  py::tuple run_one(const py::handle& image, int max_keypoints, float keypoint_threshold, int nms_radius,
-                    bool return_descriptors, bool bgr, bool grayscale) const {
-    const sp::Params params =
-        make_params(max_keypoints, keypoint_threshold, nms_radius, return_descriptors, bgr, grayscale);
+  py::tuple run_one(const py::handle& image, const py::dict& given) const {
+    const sp::Params params = sp::python::params_from_dict(given);
     Keepalive keep;
     const sp::ImageInput input = to_input(image, keep);
     sp::Features f;
@@ -176,10 +175,8 @@ class Model {
     return to_python(std::move(f));
   }
 
-  py::list run_list(const py::sequence& images, int max_keypoints, float keypoint_threshold, int nms_radius,
-                    bool return_descriptors, bool bgr, bool grayscale, int num_workers) const {
-    const sp::Params params =
-        make_params(max_keypoints, keypoint_threshold, nms_radius, return_descriptors, bgr, grayscale);
+  py::list run_list(const py::sequence& images, const py::dict& given, int num_workers) const {
+    const sp::Params params = sp::python::params_from_dict(given);
     Keepalive keep;
     std::vector<sp::ImageInput> inputs;
     inputs.reserve(images.size());
@@ -329,7 +326,7 @@ py::dict spec_dict(const sp::WarmupSpec& s) {
 
 }  // namespace
 
-void register_internal_cv2(py::module_& m);  // internal_cv2.cpp
+void register_internal_cv2(py::module_& m);     // internal_cv2.cpp
 void register_internal_resize(py::module_& m);  // internal_resize.cpp
 
 PYBIND11_MODULE(_core, m) {
@@ -356,11 +353,8 @@ PYBIND11_MODULE(_core, m) {
   });
 
   py::class_<Model>(m, "Model")
-      .def("run_one", &Model::run_one, py::arg("image"), py::arg("max_keypoints"), py::arg("keypoint_threshold"),
-           py::arg("nms_radius"), py::arg("return_descriptors"), py::arg("bgr"), py::arg("grayscale"))
-      .def("run_list", &Model::run_list, py::arg("images"), py::arg("max_keypoints"), py::arg("keypoint_threshold"),
-           py::arg("nms_radius"), py::arg("return_descriptors"), py::arg("bgr"), py::arg("grayscale"),
-           py::arg("num_workers"))
+      .def("run_one", &Model::run_one, py::arg("image"), py::arg("params"))
+      .def("run_list", &Model::run_list, py::arg("images"), py::arg("params"), py::arg("num_workers"))
       .def("warmup", &Model::warmup, py::arg("sizes"), py::arg("nms_radii"), py::arg("decoders"),
            py::arg("num_workers"))
       .def("close", &Model::close)
@@ -379,6 +373,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("default_warmup", [] { return spec_dict(sp::WarmupSpec::defaults()); });
   m.def("minimal_warmup", [] { return spec_dict(sp::WarmupSpec::minimal()); });
   m.def("all_warmup", [] { return spec_dict(sp::WarmupSpec::all()); });
+  m.attr("PARAM_SPECS") = sp::python::param_specs_list();
+  m.attr("PRESETS") = sp::python::preset_defaults_dict();
   m.attr("MAX_KEYPOINTS_MAX") = sp::Params::kMaxKeypointsMax;
   m.attr("NMS_RADIUS_MAX") = sp::Params::kNmsRadiusMax;
   m.attr("DEFAULT_MAX_PIXELS") = sp::kDefaultMaxPixels;

@@ -19,7 +19,7 @@ import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._params import check_bool, check_max_pixels, check_num_workers, check_request, check_threads
+from ._params import check_bool, check_max_pixels, check_num_workers, check_threads, resolve
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -92,12 +92,17 @@ class BatchExtractor:
         self.close()
 
 
+_UNSET: Any = object()  # a parameter that was not given: the preset's default
+
+
 def _extract_args(images: Union[PathLike, Sequence[PathLike], None], output: PathLike, *,
                   image_list: Optional[PathLike] = None, image_root: Optional[PathLike] = None,
                   glob: Union[str, Sequence[str], None] = None, shard: Optional[str] = None, as_half: bool = False,
                   skip_existing: bool = False, overwrite: bool = False, report: Optional[PathLike] = None,
-                  workers: int = 2, max_keypoints: int = 1024, keypoint_threshold: float = 0.005, nms_radius: int = 4,
-                  descriptors: bool = True, grayscale: bool = False, progress: bool = False) -> Tuple[Any, ...]:
+                  workers: int = 2, preset: Any = _UNSET, max_keypoints: Any = _UNSET, keypoint_threshold: Any = _UNSET,
+                  nms_radius: Any = _UNSET, descriptors: bool = True, grayscale: Any = _UNSET, resize: Any = _UNSET,
+                  resize_max: Any = _UNSET, resize_force: Any = _UNSET, interpolation: Any = _UNSET,
+                  progress: bool = False) -> Tuple[Any, ...]:
     """Checks the options of an extraction (before any work: extract_folder checks them before loading the model)
     and returns _batchcore.Extractor.extract's arguments."""
     globs = [glob] if isinstance(glob, str) else list(glob or [])
@@ -105,12 +110,17 @@ def _extract_args(images: Union[PathLike, Sequence[PathLike], None], output: Pat
         raise TypeError(f"shard must be a str 'i/n' or None, got {type(shard).__name__} {shard!r}")
     # The request parameters go through the check of model(...) (_params.resolve): max_keypoints=1.9 or True is a
     # TypeError here too, never int(1.9) = 1.
-    mk, th, r, desc, _, gray = check_request(max_keypoints, keypoint_threshold, nms_radius, descriptors, False,
-                                             grayscale, descriptors_name="descriptors")
+    # Parameters not given take the preset's default (the same table and checks as model(...),
+    # include/superpoint_rt/params.hpp); descriptors is return_descriptors.
+    check_bool("descriptors", descriptors)
+    given = {"preset": preset, "max_keypoints": max_keypoints, "keypoint_threshold": keypoint_threshold,
+             "nms_radius": nms_radius, "return_descriptors": descriptors, "grayscale": grayscale, "resize": resize,
+             "resize_max": resize_max, "resize_force": resize_force, "interpolation": interpolation}
+    params = resolve({k: v for k, v in given.items() if v is not _UNSET})
     return (_paths(images), os.fspath(output), os.fspath(image_list) if image_list else "",
             os.fspath(image_root) if image_root else "", globs, shard or "", check_bool("as_half", as_half),
             check_bool("skip_existing", skip_existing), check_bool("overwrite", overwrite),
-            os.fspath(report) if report else "", check_num_workers(workers, "workers"), mk, th, r, desc, gray,
+            os.fspath(report) if report else "", check_num_workers(workers, "workers"), params,
             check_bool("progress", progress))
 
 
@@ -119,7 +129,9 @@ def extract_folder(images: Union[PathLike, Sequence[PathLike], None], output: Pa
                    **options: Any) -> Dict[str, Any]:
     """Extracts every image of folders / files / an image list into the hloc feature file `output` and returns the
     report. Options as BatchExtractor.extract (image_list, image_root, glob, shard "i/n", as_half, skip_existing,
-    overwrite, report, workers, max_keypoints, keypoint_threshold, nms_radius, descriptors, grayscale, progress)."""
+    overwrite, report, workers, preset, max_keypoints, keypoint_threshold, nms_radius, descriptors, grayscale,
+    resize, resize_max, resize_force, interpolation, progress). With preset="hloc:superpoint_aachen" and
+    as_half=True the file equals what hloc's extract_features.main(confs["superpoint_aachen"], ...) writes."""
     args = _extract_args(images, output, **options)  # bad options fail before the model loads
     with BatchExtractor(weights, threads=threads, local_files_only=local_files_only) as x:
         return x._run(args)

@@ -22,7 +22,7 @@ from ._params import (DEFAULTS, NMS_RADIUS_MAX, check_bool, check_int, check_max
 DEFAULT_REPO = "magic-leap-community/superpoint"
 _DECODERS = ("jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm")
 _SPEC_KEYS = ("sizes", "nms_radii", "decoders", "num_workers", "fallbacks")
-_DEFAULT_PARAMS = resolve({})
+_DEFAULT_PARAMS: Dict[str, Any] = {}
 _SIZE_MAX = 1 << 20  # warm-up sizes: a side of at most 1,048,576 pixels
 
 
@@ -230,15 +230,19 @@ class SuperPoint:
     def __call__(self, images: Any, **params: Any) -> Union[SuperPointOutput, List[SuperPointOutput]]:
         """Features of one image (-> SuperPointOutput) or of a list / tuple / 4-D batch (-> list, input order).
 
-        Parameters: max_keypoints (1024, -1..307200, -1 = all), keypoint_threshold (0.005, [0, 1], strict >),
-        nms_radius (4, 0..32), return_descriptors (True), bgr (False: arrays are RGB; True: OpenCV BGR), grayscale
-        (False; True: HF luma instead of the R channel), num_workers (4; lists: threads decoding the next images
-        while the network runs the current one), return_tensors (None = numpy, "pt" = torch).
+        Parameters (docs/PARAMETERS.md; the defaults are the preset's): preset ("hf"; "hloc:superpoint_aachen",
+        "hloc:superpoint_max", "hloc:superpoint_inloc", "lightglue" reproduce those tools' request paths),
+        max_keypoints (hf 1024, -1..307200, -1 = all), keypoint_threshold (hf 0.005, [0, 1], strict >), nms_radius
+        (hf 4, 0..32), return_descriptors (True), bgr (False: arrays are RGB; True: OpenCV BGR), grayscale (hf False;
+        True: HF luma instead of the R channel), resize ("640x480" fixed frame, None = native size), resize_max
+        (long side), resize_force, interpolation ("pil_bilinear", "cv2_area", "antialias_bilinear"), num_workers (4;
+        lists: threads decoding the next images while the network runs the current one), return_tensors (None =
+        numpy, "pt" = torch).
         """
         if not params and type(images) is np.ndarray and images.ndim < 4:
             # The common call (one array, default parameters) in as few Python steps as possible: this runs right
             # after the previous call has evicted the CPU caches, so every step costs (bench_first_call --overhead).
-            return SuperPointOutput(*self._core.run_one(to_engine(images), *_DEFAULT_PARAMS))
+            return SuperPointOutput(*self._core.run_one(to_engine(images), _DEFAULT_PARAMS))
         nw = check_num_workers(params.pop("num_workers", 4))  # checked for single images too
         return_tensors = params.pop("return_tensors", None)
         for k in params:
@@ -248,10 +252,10 @@ class SuperPoint:
         pt = self._check_tensors(return_tensors)
         batch = split_batch(images)
         if batch is None:
-            out = SuperPointOutput(*self._core.run_one(to_engine(images), *p))
+            out = SuperPointOutput(*self._core.run_one(to_engine(images), p))
             return self._to_pt(out) if pt else out
         inputs = [to_engine(im) for im in batch]
-        outs = [SuperPointOutput(*t) for t in self._core.run_list(inputs, *p, nw)]
+        outs = [SuperPointOutput(*t) for t in self._core.run_list(inputs, p, nw)]
         return [self._to_pt(o) for o in outs] if pt else outs
 
     def iter(self, images: Iterable[Any], **params: Any) -> Iterator[SuperPointOutput]:

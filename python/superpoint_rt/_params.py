@@ -26,15 +26,13 @@ NUM_WORKERS_MAX = 1024
 THREADS_MAX = 4096
 INT64_MAX = 2**63 - 1
 
-#: name -> default (the request parameters of SPEC §2).
-DEFAULTS: Dict[str, Any] = {
-    "max_keypoints": 1024,
-    "keypoint_threshold": 0.005,
-    "nms_radius": 4,
-    "return_descriptors": True,
-    "bgr": False,
-    "grayscale": False,
-}
+#: The per-request parameters, from the C++ table (include/superpoint_rt/params.hpp): name -> spec dict with type
+#: ("int", "float", "bool", "string"), min, max, choices, range (as messages print it) and help.
+SPECS: Dict[str, Dict[str, Any]] = {s["name"]: s for s in _core.PARAM_SPECS}
+#: preset name -> {parameter: default} (the same table).
+PRESETS: Dict[str, Dict[str, Any]] = _core.PRESETS
+#: name -> default of the "hf" preset (SPEC §2), plus "preset" itself.
+DEFAULTS: Dict[str, Any] = {"preset": "hf", **PRESETS["hf"]}
 #: Call options that are not request parameters.
 CALL_OPTIONS = ("num_workers", "return_tensors")
 
@@ -86,41 +84,50 @@ def check_max_pixels(v: Any) -> int:
     return check_int("max_pixels", v, 1, INT64_MAX)
 
 
-def check_request(max_keypoints: Any, keypoint_threshold: Any, nms_radius: Any, return_descriptors: Any, bgr: Any,
-                  grayscale: Any, descriptors_name: str = "return_descriptors"
-                  ) -> Tuple[int, float, int, bool, bool, bool]:
-    """resolve() for callers that take the request parameters as arguments (BatchExtractor.extract names
-    return_descriptors `descriptors`, as the CLI's --no-descriptors does)."""
-    if descriptors_name != "return_descriptors":
-        check_bool(descriptors_name, return_descriptors)
-    return resolve({"max_keypoints": max_keypoints, "keypoint_threshold": keypoint_threshold,
-                    "nms_radius": nms_radius, "return_descriptors": return_descriptors, "bgr": bgr,
-                    "grayscale": grayscale})
-
-
 def unknown_parameter(name: str) -> TypeError:
-    valid = list(DEFAULTS) + list(CALL_OPTIONS)
+    valid = list(SPECS) + list(CALL_OPTIONS)
     close = difflib.get_close_matches(name, valid, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return TypeError(f"unknown parameter {name!r}{hint}; the parameters are: {', '.join(valid)}")
 
 
-def resolve(params: Dict[str, Any]) -> Tuple[int, float, int, bool, bool, bool]:
-    """Checks the request parameters in ``params`` (which holds no other keys) and returns them in _core's order:
-    (max_keypoints, keypoint_threshold, nms_radius, return_descriptors, bgr, grayscale)."""
-    mk = params.get("max_keypoints", 1024)
-    th = params.get("keypoint_threshold", 0.005)
-    r = params.get("nms_radius", 4)
-    rd = params.get("return_descriptors", True)
-    bgr = params.get("bgr", False)
-    gray = params.get("grayscale", False)
-    # The common case (defaults or plain values) is a handful of type checks: this runs on every call.
-    return (
-        mk if type(mk) is int and -1 <= mk <= MAX_KEYPOINTS_MAX else check_int(
-            "max_keypoints", mk, -1, MAX_KEYPOINTS_MAX, " (-1 = all keypoints)"),
-        th if type(th) is float and 0.0 <= th <= 1.0 else check_threshold(th),
-        r if type(r) is int and 0 <= r <= NMS_RADIUS_MAX else check_int("nms_radius", r, 0, NMS_RADIUS_MAX),
-        rd if rd is True or rd is False else check_bool("return_descriptors", rd),
-        bgr if bgr is True or bgr is False else check_bool("bgr", bgr),
-        gray if gray is True or gray is False else check_bool("grayscale", gray),
-    )
+def _check_one(name: str, v: Any) -> Any:
+    spec = SPECS[name]
+    t = spec["type"]
+    if t == "int":
+        return check_int(name, v, int(spec["min"]), int(spec["max"]), f" ({spec['range']})")
+    if t == "float":
+        if _is_bool(v) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be a float ({spec['range']}), got {type(v).__name__} {v!r}")
+        f = float(v)
+        if math.isnan(f) or f < spec["min"] or f > spec["max"]:
+            raise ValueError(f"{name} = {f!r} is out of range [{spec['min']:g}, {spec['max']:g}]")
+        return f
+    if t == "bool":
+        return check_bool(name, v)
+    if v is None and name in ("resize",):
+        return "none"  # resize=None: the native size (as LightGlue's resize=None)
+    if not isinstance(v, str):
+        raise TypeError(f"{name} must be a str ({spec['range']}), got {type(v).__name__} {v!r}")
+    if spec["choices"] and v not in spec["choices"]:
+        raise ValueError(f"{name} = {v!r} is not one of {spec['range']}")
+    return v
+
+
+def resolve(params: Dict[str, Any]) -> Dict[str, Any]:
+    """Checks the request parameters in ``params`` (which holds no other keys) against the C++ table and returns the
+    explicit ones, typed, for _core (which applies them over the preset's defaults and checks their combination)."""
+    out = {}
+    for k, v in params.items():
+        spec = SPECS.get(k)
+        if spec is None:
+            raise unknown_parameter(k)
+        t = spec["type"]
+        # The common case (plain values in range) is one type check: this runs on every call.
+        if t == "int" and type(v) is int and spec["min"] <= v <= spec["max"]:
+            out[k] = v
+        elif t == "bool" and (v is True or v is False):
+            out[k] = v
+        else:
+            out[k] = _check_one(k, v)
+    return out

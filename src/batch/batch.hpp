@@ -76,13 +76,15 @@ struct HlocFeatures {
   std::int64_t width = 0, height = 0;
   double uncertainty = 0;
 };
-HlocFeatures to_hloc(const Features& f);
+/// hloc's values of one result: keypoints in hloc's convention ((p + 0.5) * scales - 0.5, scales = float32(original
+/// / network size)) whatever the convention `f` was computed in (`output`, the request's), descriptors transposed.
+HlocFeatures to_hloc(const Features& f, OutputConvention output = OutputConvention::Hf);
 
 /// Writes part files: add() keeps the image in memory, commit() writes everything added since the last commit to a
 /// new part file atomically (see the file comment).
 class PartWriter {
  public:
-  PartWriter(std::string parts_dir, bool as_half);
+  PartWriter(std::string parts_dir, bool as_half, OutputConvention output = OutputConvention::Hf);
   void add(const std::string& name, const Features& f);
   /// Returns the number of images committed.
   std::size_t commit();
@@ -91,6 +93,7 @@ class PartWriter {
  private:
   std::string dir_;
   bool as_half_;
+  OutputConvention output_;
   std::size_t seq_ = 0;
   std::vector<std::pair<std::string, HlocFeatures>> pending_;
 };

@@ -161,25 +161,29 @@ std::vector<std::string> list_h5_names(const std::string& path) {
   return names_of(f.get(), path);
 }
 
-HlocFeatures to_hloc(const Features& f) {
+HlocFeatures to_hloc(const Features& f, OutputConvention output) {
   HlocFeatures h;
   h.height = f.image_size[0];
   h.width = f.image_size[1];
-  // hloc: scales = (original_size / size).astype(np.float32); size = the network input 640x480.
-  const float s[2] = {static_cast<float>(static_cast<double>(h.width) / 640.0),
-                      static_cast<float>(static_cast<double>(h.height) / 480.0)};
-  const double net[2] = {640.0, 480.0};
+  // hloc: scales = (original_size / size).astype(np.float32), size = the network input; Features::scale is that.
+  const float s[2] = {f.scale[0], f.scale[1]};
+  const double frame[2] = {static_cast<double>(f.network_size[1]), static_cast<double>(f.network_size[0])};
+  const double orig[2] = {static_cast<double>(h.width), static_cast<double>(h.height)};
   const std::size_t n = f.size();
   h.keypoints.resize(2 * n);
   for (std::size_t i = 0; i < n; ++i)
     for (int c = 0; c < 2; ++c) {
-      // Our keypoints are float32(p / 640 * W) for an integer network position p: recover p, then apply hloc's
-      // (kp + .5) * scales - .5 in float32 as numpy does.
-      const double orig = c == 0 ? static_cast<double>(h.width) : static_cast<double>(h.height);
-      const float p = static_cast<float>(std::nearbyint(static_cast<double>(f.keypoints[2 * i + c]) * net[c] / orig));
-      const float a = p + 0.5f;
-      const float b = a * s[c];
-      h.keypoints[2 * i + c] = b - 0.5f;
+      const float k = f.keypoints[2 * i + c];
+      if (output == OutputConvention::Hloc) {  // already (kp + .5) * scales - .5
+        h.keypoints[2 * i + c] = k;
+        continue;
+      }
+      // Recover the integer network position p (hf: float32(p / frame * W); lightglue: (p + .5) / (frame / W) - .5),
+      // then apply hloc's (kp + .5) * scales - .5 in float32 as numpy does.
+      const double pd = output == OutputConvention::Hf ? static_cast<double>(k) * frame[c] / orig[c]
+                                                       : (static_cast<double>(k) + 0.5) * frame[c] / orig[c] - 0.5;
+      const float p = static_cast<float>(std::nearbyint(pd));
+      h.keypoints[2 * i + c] = (p + 0.5f) * s[c] - 0.5f;
     }
   h.scores = f.scores;
   if (f.has_descriptors) {
@@ -195,10 +199,11 @@ HlocFeatures to_hloc(const Features& f) {
   return h;
 }
 
-PartWriter::PartWriter(std::string parts_dir, bool as_half) : dir_(std::move(parts_dir)), as_half_(as_half) {}
+PartWriter::PartWriter(std::string parts_dir, bool as_half, OutputConvention output)
+    : dir_(std::move(parts_dir)), as_half_(as_half), output_(output) {}
 
 void PartWriter::add(const std::string& name, const Features& f) {
-  pending_.emplace_back(name, to_hloc(f));
+  pending_.emplace_back(name, to_hloc(f, output_));
 }
 
 std::size_t PartWriter::commit() {

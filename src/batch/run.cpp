@@ -66,7 +66,7 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
     else
       todo.push_back(e);
 
-  PartWriter writer(parts_dir, config.as_half);
+  PartWriter writer(parts_dir, config.as_half, resolve(params).output);
   const std::size_t chunk = std::max<std::size_t>(1, config.chunk);
   // Two chunks in flight: the workers of chunk k+1 decode and resize while the network runs the end of chunk k, so
   // the pipeline does not drain at every chunk boundary even though chunks (= commits) are small.

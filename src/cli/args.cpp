@@ -108,7 +108,7 @@ bool parse_param_flag(ArgReader& args, const std::string& flag, Params& p) {
   else
     value = args.value(flag);
   try {
-    set_param(p, spec->name, value);
+    set_param_text(p, spec->name, value);
   } catch (const Error& e) {
     // The table's message names the parameter; say it with the flag the user typed.
     std::string msg = e.what();

@@ -294,32 +294,111 @@ std::pair<int, int> ResolvedParams::network_frame(int w, int h, const std::strin
   return {fw, fh};
 }
 
-void set_param(Params& p, std::string_view name_v, std::string_view v) {
-  const std::string name(name_v);
+namespace {
+
+const ParamSpec& spec_of(const std::string& name) {
   const ParamSpec* spec = find_param(name);
   if (!spec) {
     std::string all;
     for (const auto& s : kParams) all += (all.empty() ? "" : ", ") + std::string(s.name);
     invalid("unknown parameter '" + name + "' (allowed: " + all + ")");
   }
+  return *spec;
+}
+
+// The one place that stores a checked value into its Params field.
+void store(Params& p, const ParamSpec& spec, const ParamValue& v) {
+  const std::string_view n = spec.name;
+  if (n == "max_keypoints")
+    p.max_keypoints = static_cast<int>(std::get<std::int64_t>(v));
+  else if (n == "nms_radius")
+    p.nms_radius = static_cast<int>(std::get<std::int64_t>(v));
+  else if (n == "resize_max")
+    p.resize_max = static_cast<int>(std::get<std::int64_t>(v));
+  else if (n == "keypoint_threshold")
+    p.keypoint_threshold = static_cast<float>(std::get<double>(v));
+  else if (n == "return_descriptors")
+    p.return_descriptors = std::get<bool>(v);
+  else if (n == "bgr")
+    p.bgr = std::get<bool>(v);
+  else if (n == "grayscale")
+    p.grayscale = std::get<bool>(v);
+  else if (n == "resize_force")
+    p.resize_force = std::get<bool>(v);
+  else if (n == "preset")
+    p.preset = std::get<std::string>(v);
+  else if (n == "interpolation")
+    p.interpolation = std::get<std::string>(v);
+  else if (n == "resize")
+    p.resize = std::get<std::string>(v);
+}
+
+void check_range(const ParamSpec& spec, double x, const std::string& shown) {
+  // A float parameter is checked after rounding to float (what the engine uses): 1 + 1e-12 is 1.
+  const double y = spec.type == ParamType::Float ? static_cast<double>(static_cast<float>(x)) : x;
+  if (!(y >= spec.min && y <= spec.max))  // NaN fails too
+    invalid(std::string(spec.name) + ": " + shown + " is out of range (allowed: " + std::string(spec.range_text) + ")");
+}
+
+void check_choice(const ParamSpec& spec, const std::string& value) {
+  if (spec.choices.empty()) return;  // checked in context by resolve() (resize: WxH or none)
+  for (const auto& c : spec.choices)
+    if (c == value) return;
+  invalid(std::string(spec.name) + ": '" + value + "' is not one of " + std::string(spec.range_text));
+}
+
+}  // namespace
+
+void set_param(Params& p, std::string_view name_v, const ParamValue& v) {
+  const ParamSpec& spec = spec_of(std::string(name_v));
+  const std::string name(spec.name);
+  auto mismatch = [&](const char* got) {
+    throw Error(ErrorKind::TypeMismatch, name + " must be " +
+                                             (spec.type == ParamType::Int     ? "an int"
+                                              : spec.type == ParamType::Float ? "a number"
+                                              : spec.type == ParamType::Bool  ? "a bool"
+                                                                              : "a string") +
+                                             " (allowed: " + std::string(spec.range_text) + "), got " + got);
+  };
+  switch (spec.type) {
+    case ParamType::Int:
+      if (!std::holds_alternative<std::int64_t>(v))
+        mismatch(std::holds_alternative<bool>(v) ? "a bool" : "another type");
+      check_range(spec, static_cast<double>(std::get<std::int64_t>(v)), std::to_string(std::get<std::int64_t>(v)));
+      return store(p, spec, v);
+    case ParamType::Float: {
+      double x = 0;
+      if (const auto* i = std::get_if<std::int64_t>(&v))
+        x = static_cast<double>(*i);
+      else if (const auto* d = std::get_if<double>(&v))
+        x = *d;
+      else
+        mismatch(std::holds_alternative<bool>(v) ? "a bool" : "a string");
+      check_range(spec, x, float_text(static_cast<float>(x)));
+      return store(p, spec, ParamValue{x});
+    }
+    case ParamType::Bool:
+      if (!std::holds_alternative<bool>(v)) mismatch("another type");
+      return store(p, spec, v);
+    case ParamType::String:
+      if (!std::holds_alternative<std::string>(v)) mismatch("another type");
+      check_choice(spec, std::get<std::string>(v));
+      return store(p, spec, v);
+  }
+}
+
+void set_param_text(Params& p, std::string_view name_v, std::string_view v) {
+  const ParamSpec& spec = spec_of(std::string(name_v));
+  const std::string name(spec.name);
   const std::string value(v);
-  const std::string allowed = " (allowed: " + std::string(spec->range_text) + ")";
-  switch (spec->type) {
+  const std::string allowed = " (allowed: " + std::string(spec.range_text) + ")";
+  switch (spec.type) {
     case ParamType::Int: {
       long long x = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
       if (value.empty() || ec != std::errc() || end != value.data() + value.size())
         invalid(name + ": '" + value + "' is not an integer" + allowed);
-      if (static_cast<double>(x) < spec->min || static_cast<double>(x) > spec->max)
-        invalid(name + ": " + value + " is out of range" + allowed);
-      const int i = static_cast<int>(x);
-      if (name == "max_keypoints")
-        p.max_keypoints = i;
-      else if (name == "nms_radius")
-        p.nms_radius = i;
-      else
-        p.resize_max = i;
-      return;
+      return set_param(p, name, ParamValue{static_cast<std::int64_t>(x)});
     }
     case ParamType::Float: {
       // strtof: the one float parser of the text interfaces. ERANGE on underflow still gives the nearest float (0 or
@@ -329,43 +408,17 @@ void set_param(Params& p, std::string_view name_v, std::string_view v) {
       if (value.empty() || std::isspace(static_cast<unsigned char>(value.front())) ||
           end != value.c_str() + value.size())
         invalid(name + ": '" + value + "' is not a number" + allowed);
-      if (!(x >= spec->min && x <= spec->max)) invalid(name + ": " + value + " is out of range" + allowed);
-      p.keypoint_threshold = x;
-      return;
+      if (!(x >= spec.min && x <= spec.max)) invalid(name + ": " + value + " is out of range" + allowed);
+      return set_param(p, name, ParamValue{static_cast<double>(x)});
     }
     case ParamType::Bool: {
       std::string l;
       for (char c : value) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      bool b = false;
-      if (l == "true" || l == "1")
-        b = true;
-      else if (l != "false" && l != "0")
+      if (l != "true" && l != "1" && l != "false" && l != "0")
         throw Error(ErrorKind::TypeMismatch, name + ": '" + value + "' is not a boolean (allowed: true, false, 1, 0)");
-      if (name == "return_descriptors")
-        p.return_descriptors = b;
-      else if (name == "bgr")
-        p.bgr = b;
-      else if (name == "grayscale")
-        p.grayscale = b;
-      else
-        p.resize_force = b;
-      return;
+      return set_param(p, name, ParamValue{l == "true" || l == "1"});
     }
-    case ParamType::String: {
-      if (!spec->choices.empty()) {
-        bool ok = false;
-        for (const auto& c : spec->choices) ok = ok || c == value;
-        if (!ok) invalid(name + ": '" + value + "' is not one of " + std::string(spec->range_text));
-      }
-      if (name == "preset")
-        p.preset = value;
-      else if (name == "interpolation")
-        p.interpolation = value;
-      else
-        p.resize = value;
-      // Checked in the context of the other fields by resolve() (the caller validates when all are set).
-      return;
-    }
+    case ParamType::String: return set_param(p, name, ParamValue{value});
   }
 }
 

@@ -1,4 +1,5 @@
 #include "server/server.hpp"
+#include "superpoint_rt/params.hpp"
 
 #include <sys/socket.h>
 
@@ -136,8 +137,19 @@ std::string plain_number(double x) {
   return o.str();
 }
 
-constexpr const char* kAllowedQuery =
-    "max_keypoints, keypoint_threshold, nms_radius, return_descriptors, grayscale, format";
+// The query fields: every per-request parameter of the table (superpoint_rt/params.hpp) except bgr (bodies are
+// encoded images, whose channel order the decoder knows), plus format.
+bool is_query_param(std::string_view name) {
+  return name != "bgr" && find_param(name) != nullptr;
+}
+
+std::string allowed_query() {
+  std::string s;
+  for (const auto& spec : param_specs())
+    if (is_query_param(spec.name)) s.append(s.empty() ? "" : ", ").append(spec.name);
+  return s + ", format";
+}
+
 constexpr const char* kFormHint =
     "a form-urlencoded body is not an image: send the image bytes with Content-Type image/* or "
     "application/octet-stream (curl: --data-binary @img.jpg -H 'Content-Type: image/jpeg'), or as the multipart "
@@ -147,37 +159,6 @@ struct RequestOptions {
   Params params;
   bool npz = false;
 };
-
-int parse_int_param(const std::string& name, const std::string& v, long long lo, long long hi,
-                    const std::string& range) {
-  long long x = 0;
-  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size())
-    throw HttpError{422, "InvalidArgument", name + ": '" + v + "' is not an integer (allowed: " + range + ")"};
-  if (x < lo || x > hi)
-    throw HttpError{422, "InvalidArgument", name + ": " + v + " is out of range (allowed: " + range + ")"};
-  return static_cast<int>(x);
-}
-
-float parse_float_param(const std::string& name, const std::string& v, const std::string& range) {
-  char* end = nullptr;
-  errno = 0;
-  const float x = std::strtof(v.c_str(), &end);
-  // ERANGE on underflow (e.g. 1e-300) still gives the nearest float (0 or a subnormal), a valid threshold; on overflow
-  // x is +-HUGE_VALF, which the range check below refuses by name.
-  if (v.empty() || std::isspace(static_cast<unsigned char>(v.front())) || end != v.c_str() + v.size())
-    throw HttpError{422, "InvalidArgument", name + ": '" + v + "' is not a number (allowed: " + range + ")"};
-  if (!(x >= 0.0f && x <= 1.0f))  // NaN fails too
-    throw HttpError{422, "InvalidArgument", name + ": " + v + " is out of range (allowed: " + range + ")"};
-  return x;
-}
-
-bool parse_bool_param(const std::string& name, const std::string& v) {
-  const std::string l = lower(v);
-  if (l == "true" || l == "1") return true;
-  if (l == "false" || l == "0") return false;
-  throw HttpError{422, "TypeMismatch", name + ": '" + v + "' is not a boolean (allowed: true, false, 1, 0)"};
-}
 
 // Query fields with SPEC's names, defaults and ranges; anything else is refused by name (nothing is ignored).
 RequestOptions parse_request_options(const httplib::Request& req) {
@@ -189,24 +170,19 @@ RequestOptions parse_request_options(const httplib::Request& req) {
   for (const auto& [name, value] : fields) {
     if (!seen.insert(name).second)
       throw HttpError{422, "InvalidArgument", "query parameter '" + name + "' is given more than once"};
-    if (name == "max_keypoints")
-      o.params.max_keypoints =
-          parse_int_param(name, value, Params::kMaxKeypointsMin, Params::kMaxKeypointsMax, "-1..307200, -1 = all");
-    else if (name == "keypoint_threshold")
-      o.params.keypoint_threshold = parse_float_param(name, value, "0..1");
-    else if (name == "nms_radius")
-      o.params.nms_radius = parse_int_param(name, value, 0, Params::kNmsRadiusMax, "0..32");
-    else if (name == "return_descriptors")
-      o.params.return_descriptors = parse_bool_param(name, value);
-    else if (name == "grayscale")
-      o.params.grayscale = parse_bool_param(name, value);
-    else if (name == "format") {
+    if (is_query_param(name)) {
+      try {
+        set_param_text(o.params, name, value);
+      } catch (const Error& e) {
+        throw HttpError{422, to_string(e.kind()), e.what()};
+      }
+    } else if (name == "format") {
       if (value != "json" && value != "npz")
         throw HttpError{422, "InvalidArgument", "format: '" + value + "' is not json or npz"};
       o.npz = value == "npz";
     } else {
       throw HttpError{422, "InvalidArgument",
-                      "unknown query parameter '" + name + "' (allowed: " + std::string(kAllowedQuery) + ")"};
+                      "unknown query parameter '" + name + "' (allowed: " + allowed_query() + ")"};
     }
   }
   if (!seen.count("format") && req.get_header_value("Accept").find("application/x-npz") != std::string::npos)
@@ -538,12 +514,31 @@ struct HttpServer::Impl {
     }
     j["limits"] = json::object();
     for (const LimitDoc& l : describe_limits(cfg)) j["limits"][l.key] = l.value;
-    j["params"] = {
-        {"max_keypoints", {{"default", 1024}, {"min", Params::kMaxKeypointsMin}, {"max", Params::kMaxKeypointsMax}}},
-        {"keypoint_threshold", {{"default", 0.005}, {"min", 0}, {"max", 1}}},
-        {"nms_radius", {{"default", 4}, {"min", 0}, {"max", Params::kNmsRadiusMax}}},
-        {"return_descriptors", {{"default", true}}},
-        {"grayscale", {{"default", false}}}};
+    // The query fields from the parameter table: type, allowed values, the hf default and every preset's.
+    j["params"] = json::object();
+    const ResolvedParams hf = resolve(Params{});
+    for (const auto& spec : param_specs()) {
+      if (!is_query_param(spec.name)) continue;
+      const std::string name(spec.name);
+      json d{{"type", to_string(spec.type)}, {"allowed", std::string(spec.range_text)}};
+      auto typed = [&](const std::string& text) -> json {
+        if (spec.type == ParamType::Int) return std::stoll(text);
+        if (spec.type == ParamType::Float) return std::stod(text);
+        if (spec.type == ParamType::Bool) return text == "true";
+        return text;
+      };
+      if (spec.type == ParamType::Int || spec.type == ParamType::Float) {
+        d["min"] = spec.min;
+        d["max"] = spec.max;
+      }
+      d["default"] = typed(param_value_text(hf, name));
+      if (spec.per_preset) {
+        d["presets"] = json::object();
+        for (const auto& p : preset_specs())
+          d["presets"][std::string(p.name)] = typed(param_value_text(p.defaults, name));
+      }
+      j["params"][name] = d;
+    }
     return j;
   }
 

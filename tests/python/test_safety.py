@@ -70,9 +70,9 @@ def test_core_refuses_non_contiguous_buffers(model, data):
     core = model._core
     for mv in (strided(data), reversed_view(data)):
         with pytest.raises(ValueError, match="not C-contiguous"):
-            core.run_one(mv, *_DEFAULT_PARAMS)
+            core.run_one(mv, _DEFAULT_PARAMS)
         with pytest.raises(ValueError, match="not C-contiguous"):
-            core.run_list([data, mv], *_DEFAULT_PARAMS, 2)
+            core.run_list([data, mv], _DEFAULT_PARAMS, 2)
         with pytest.raises(ValueError, match="not C-contiguous"):
             superpoint_rt._core.decode(mv)
         with pytest.raises(ValueError, match="not C-contiguous"):  # calibration images (read before loading)
@@ -104,9 +104,9 @@ def test_unaligned_and_byte_swapped_float_arrays(model):
     assert swapped.dtype.byteorder == ">"
     assert_same(model(swapped), ref, "big-endian float32")
     # _core directly (the Python layer converts byte-swapped arrays itself): the same features, not misread bytes.
-    assert_same(superpoint_rt.SuperPointOutput(*model._core.run_one(swapped, *_DEFAULT_PARAMS)), ref,
+    assert_same(superpoint_rt.SuperPointOutput(*model._core.run_one(swapped, _DEFAULT_PARAMS)), ref,
                 "_core big-endian float32")
-    assert_same(superpoint_rt.SuperPointOutput(*model._core.run_one(unaligned, *_DEFAULT_PARAMS)), ref,
+    assert_same(superpoint_rt.SuperPointOutput(*model._core.run_one(unaligned, _DEFAULT_PARAMS)), ref,
                 "_core unaligned float32")
     # Rows 202 bytes apart (not a multiple of 4), starting one byte into a buffer: a float view into byte memory.
     h, w = 40, 50
@@ -116,7 +116,7 @@ def test_unaligned_and_byte_swapped_float_arrays(model):
     f = rng.random((h, w), dtype=np.float32)
     fv[...] = f
     assert np.array_equal(fv, f)
-    assert_same(superpoint_rt.SuperPointOutput(*model._core.run_one(fv, *_DEFAULT_PARAMS)), model(f),
+    assert_same(superpoint_rt.SuperPointOutput(*model._core.run_one(fv, _DEFAULT_PARAMS)), model(f),
                 "float rows with a 202-byte stride")
 
 

@@ -47,9 +47,8 @@ class Extractor {
                       const std::string& image_root, const std::vector<std::string>& globs, const std::string& shard,
                       bool as_half, bool skip_existing, bool overwrite, const std::string& report, int workers,
                       const py::dict& given, bool progress) {
+    // A feature file is what this binding makes (the CLI can also write per-image files instead).
     if (output.empty()) throw sp::Error(sp::ErrorKind::InvalidArgument, "extract_folder: output is required");
-    if (skip_existing && overwrite)
-      throw sp::Error(sp::ErrorKind::InvalidArgument, "extract_folder: skip_existing and overwrite conflict");
     const sp::Params params = sp::python::params_from_dict(given);
     sp::batch::RunConfig c;
     c.output = output;
@@ -58,17 +57,15 @@ class Extractor {
     c.overwrite = overwrite;
     c.report = report;
     c.workers = workers;
-    c.shard = shard;
+    c.spelling = sp::batch::kPythonSpelling;
     if (progress)
       c.on_progress = [](std::size_t done, std::size_t total, double s) {
         std::fprintf(stderr, "progress: %zu/%zu images  %.2f img/s\n", done, total,
                      s > 0 ? static_cast<double>(done) / s : 0.0);
       };
     py::gil_scoped_release release;
-    sp::batch::ListSpec list{inputs, image_list, image_root, globs};
-    int i = 0, n = 1;
-    if (!shard.empty()) std::tie(i, n) = sp::batch::parse_shard(shard);
-    const auto images = sp::batch::shard(sp::batch::list_images(list), i, n);
+    const sp::batch::ListSpec list{inputs, image_list, image_root, globs};
+    const auto images = sp::batch::prepare(list, shard, c);  // the option checks shared with the CLI
     return sp::batch::run(model_, images, params, c).json();
   }
 

@@ -58,8 +58,9 @@ struct ListSpec {
 /// for two inputs with the same name or a name outside image_root.
 std::vector<ImageEntry> list_images(const ListSpec& spec);
 
-/// Parses "i/n" (0 <= i < n <= 1000000). Throws Error(InvalidArgument) naming the value.
-std::pair<int, int> parse_shard(const std::string& text);
+/// Parses "i/n" (0 <= i < n <= 1000000). Throws Error(InvalidArgument) naming `option` (the caller's spelling of
+/// the shard option) and the value.
+std::pair<int, int> parse_shard(const std::string& text, const std::string& option = "--shard");
 /// The images of shard i of n: every n-th image of the sorted list starting at i (round robin, so that shards of a
 /// folder sorted by name get similar image sizes). The union of all shards is the list, with no overlap.
 std::vector<ImageEntry> shard(const std::vector<ImageEntry>& images, int index, int count);
@@ -108,16 +109,36 @@ std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& 
 /// The part files of an output (<output>.parts/*.h5), sorted.
 std::vector<std::string> part_files(const std::string& output);
 
+/// How the caller spells the options of a batch run, so that the one set of checks (prepare, run) names them as the
+/// user wrote them.
+struct Spelling {
+  const char* caller;     // the command or function, the start of every message
+  const char* no_images;  // the message when neither inputs nor an image list are given
+  const char* shard;
+  const char* skip_existing;
+  const char* overwrite;
+  const char* as_half;
+  const char* output;
+};
+/// `superpoint-rt extract`.
+inline constexpr Spelling kCliSpelling{"extract",   "no images given",     "--shard", "--skip-existing", "--overwrite",
+                                       "--as-half", "--output FEATURES.h5"};
+/// superpoint_rt.extract_folder / BatchExtractor.extract.
+inline constexpr Spelling kPythonSpelling{
+    "extract_folder", "no images given (images or image_list)", "shard", "skip_existing", "overwrite", "as_half",
+    "output"};
+
 /// A batch run.
 struct RunConfig {
   std::string output;    // features .h5 (empty: only per-image files through on_result)
   bool as_half = false;  // float16 datasets
   bool skip_existing = false;
-  bool overwrite = false;  // start from an empty output (removes the old file and its parts)
-  int workers = 2;         // decode/resize threads ahead of the network
-  std::size_t chunk = 4;   // images per run_each call and per part file (two calls in flight)
-  std::string report;      // report path; empty = <output>.report.json (no report without output)
-  std::string shard;       // "i/n" for the report
+  bool overwrite = false;            // start from an empty output (removes the old file and its parts)
+  int workers = 2;                   // decode/resize threads ahead of the network
+  std::size_t chunk = 4;             // images per run_each call and per part file (two calls in flight)
+  std::string report;                // report path; empty = <output>.report.json (no report without output)
+  std::string shard;                 // "i/n" for the report
+  Spelling spelling = kCliSpelling;  // for the messages of prepare() and run()
   /// Called for every image processed (after it is committed to a part file); may throw Error to fail the image.
   std::function<void(const ImageEntry&, const Features&)> on_result;
   /// Called after every chunk with (images finished, images to do, seconds since start).
@@ -139,6 +160,17 @@ struct Report {
   /// JSON text of the report.
   std::string json() const;
 };
+
+/// The checks of a batch run's options, done here once for the CLI and the Python binding (messages in
+/// config.spelling): some images given (inputs or an image list), skip_existing and overwrite not both, neither
+/// (nor as_half) without an output, the shard "i/n", an existing output (or its part files) only with skip_existing
+/// or overwrite. Then lists the images and keeps those of the shard; sets config.shard. Throws
+/// Error(InvalidArgument) for the options and the listing (list_images), Error(NotFound) for a missing image list.
+std::vector<ImageEntry> prepare(const ListSpec& list, const std::string& shard, RunConfig& config);
+
+/// Throws Error(InvalidArgument) when config.output (or a part file of it) exists and neither skip_existing nor
+/// overwrite is set: a run never clobbers finished work silently. prepare() checks it early; run() again.
+void check_existing_output(const RunConfig& config);
 
 /// Runs the model over `images`, writes `config.output` crash-safely, writes the report. Per-image failures go to
 /// the report; the run continues. Throws Error for failures of the output itself (Io) or an existing output

@@ -88,10 +88,10 @@ std::vector<ImageEntry> list_images(const ListSpec& spec) {
   return out;
 }
 
-std::pair<int, int> parse_shard(const std::string& text) {
+std::pair<int, int> parse_shard(const std::string& text, const std::string& option) {
   const auto slash = text.find('/');
   const auto bad = [&] {
-    return Error(ErrorKind::InvalidArgument, "--shard: '" + text + "' is not i/n with 0 <= i < n <= 1000000");
+    return Error(ErrorKind::InvalidArgument, option + ": '" + text + "' is not i/n with 0 <= i < n <= 1000000");
   };
   if (slash == std::string::npos) throw bad();
   try {

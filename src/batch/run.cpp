@@ -47,9 +47,7 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
       fs::remove(config.output, ec);
       fs::remove_all(parts_dir, ec);
     } else if (fs::exists(config.output) || !part_files(config.output).empty()) {
-      if (!config.skip_existing)
-        throw Error(ErrorKind::InvalidArgument,
-                    "output " + config.output + " exists: use --skip-existing to continue it or --overwrite");
+      check_existing_output(config);
       if (fs::exists(config.output))
         for (auto& n : list_h5_names(config.output)) existing.insert(n);
       for (const auto& p : part_files(config.output))

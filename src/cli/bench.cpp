@@ -34,6 +34,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -45,10 +46,6 @@
 #include "model/hub.hpp"
 #include "model/weights.hpp"
 #include "util/cpu.hpp"
-
-#ifndef SUPERPOINT_RT_SOURCE_DIR
-#define SUPERPOINT_RT_SOURCE_DIR ""
-#endif
 
 namespace superpoint_rt::cli {
 namespace {
@@ -67,12 +64,13 @@ constexpr const char* kUsage =
     "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32 and PyTorch fp32 (when the peer Python has\n"
     "them), for each thread count; columns the network forward on a 480x640 plane and the full request on that plane,\n"
     "a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward, and each process's peak RSS.\n"
-    "  --jpeg / --png     request images (default: berlin01_1600x900 of $SUPERPOINT_RT_SHARED or ../shared/images);\n"
+    "  --jpeg / --png     request images (default: berlin01_1600x900 in images/ of $SUPERPOINT_RT_SHARED, else of\n"
+    "                     ../shared beside the current directory, i.e. when run from the source tree)\n"
     "                     the 480x640 plane is the JPEG's red channel resized as a request does\n"
     "  --peer-python P    a Python with onnxruntime (and torch) for the peers (default $SUPERPOINT_RT_BENCH_PYTHON,\n"
-    "                     else bench/.venv/bin/python of the source tree; bash bench/setup-peers.sh makes it);\n"
+    "                     else bench/.venv/bin/python of the current directory; bash bench/setup-peers.sh makes it);\n"
     "                     without one the table has our rows only\n"
-    "  --peer-script F    the peers' worker (default bench/peer_worker.py of the source tree)\n"
+    "  --peer-script F    the peers' worker (default bench/peer_worker.py of the current directory)\n"
     "  --json FILE        also write every iteration's time and the table as JSON\n";
 
 double ms_since(Clock::time_point t0) {
@@ -343,9 +341,15 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// The defaults come from the environment and the current directory, never from where the program was built: an
+// installed superpoint-rt must not carry (or depend on) the build machine's source path.
+constexpr const char* kSharedEnv = "SUPERPOINT_RT_SHARED";
+constexpr const char* kDefaultPeerScript = "bench/peer_worker.py";
+constexpr const char* kDefaultPeerPython = "bench/.venv/bin/python";
+
 std::string shared_dir() {
-  if (const char* s = std::getenv("SUPERPOINT_RT_SHARED"); s && *s) return s;
-  return std::string(SUPERPOINT_RT_SOURCE_DIR) + "/../shared";
+  if (const char* s = std::getenv(kSharedEnv); s && *s) return s;
+  return "../shared";
 }
 
 std::string self_exe() {
@@ -399,13 +403,13 @@ int driver_main(ArgReader& args) {
   int rounds = 5, iters = 4, warmup = 3, pause_ms = 200;
   const std::string shared = shared_dir();
   std::string jpeg = shared + "/images/berlin01_1600x900.jpg", png = shared + "/images/berlin01_1600x900.png";
-  std::string json_path, peer_python, peer_script = std::string(SUPERPOINT_RT_SOURCE_DIR) + "/bench/peer_worker.py";
+  std::string json_path, peer_python, peer_script = kDefaultPeerScript;
   if (const char* p = std::getenv("SUPERPOINT_RT_BENCH_PYTHON"); p && *p) {
     peer_python = p;
-  } else if (const std::string v = std::string(SUPERPOINT_RT_SOURCE_DIR) + "/bench/.venv/bin/python";
-             *SUPERPOINT_RT_SOURCE_DIR && ::access(v.c_str(), X_OK) == 0) {
-    peer_python = v;
+  } else if (::access(kDefaultPeerPython, X_OK) == 0) {
+    peer_python = kDefaultPeerPython;
   }
+  bool jpeg_given = false, png_given = false, script_given = false;
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--threads") {
@@ -436,22 +440,34 @@ int driver_main(ArgReader& args) {
       pause_ms = args.int_value(a, 0, 60000, "0..60000");
     } else if (a == "--jpeg") {
       jpeg = args.value(a);
+      jpeg_given = true;
     } else if (a == "--png") {
       png = args.value(a);
+      png_given = true;
     } else if (a == "--json") {
       json_path = args.value(a);
     } else if (a == "--peer-python") {
       peer_python = args.value(a);
     } else if (a == "--peer-script") {
       peer_script = args.value(a);
+      script_given = true;
     } else if (a == "--weights" || a == "--revision" || a == "--cache-dir" || a == "--local-files-only") {
       parse_model_flag(args, a, options);  // where the model comes from; the rest is per row
     } else {
       throw UsageError("bench: unknown option " + a + " (see superpoint-rt bench --help)");
     }
   }
-  for (const auto& [path, flag] : {std::pair{jpeg, "--jpeg"}, std::pair{png, "--png"}})
-    if (!fs::is_regular_file(path)) throw UsageError(std::string(flag) + ": " + path + " is not a file");
+  for (const auto& [path, flag, given] : {std::tuple{jpeg, "--jpeg", jpeg_given}, std::tuple{png, "--png", png_given}})
+    if (!fs::is_regular_file(path))
+      throw UsageError(std::string(flag) + ": " + path + " is not a file" +
+                       (given ? ""
+                              : std::string(" (the default: set ") + kSharedEnv +
+                                    " to the test data folder holding images/, run from a directory beside it, "
+                                    "or pass " +
+                                    flag + ")"));
+  if (!peer_python.empty() && !fs::is_regular_file(peer_script))
+    throw UsageError("--peer-script: " + peer_script + " is not a file" +
+                     (script_given ? "" : " (the default: run from the source tree, or pass --peer-script)"));
 
   // The workers load a local directory: resolve (and download) the model once here.
   model::HubRequest req;

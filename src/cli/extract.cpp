@@ -121,26 +121,15 @@ int extract_main(int argc, char** argv) {
     else
       list.inputs.push_back(a);
   }
-  if (list.inputs.empty() && list.image_list.empty())
-    throw UsageError("extract: no images given\n" + std::string(kUsage));
   if (out_dir.empty() && config.output.empty())
     throw UsageError("extract: --out DIR or --output FEATURES.h5 is required\n" + std::string(kUsage));
-  if (config.skip_existing && config.overwrite) throw UsageError("extract: --skip-existing and --overwrite conflict");
-  if (config.output.empty() && (config.skip_existing || config.overwrite || config.as_half))
-    throw UsageError("extract: --skip-existing, --overwrite and --as-half need --output FEATURES.h5");
   check_params(params);
-  int shard_i = 0, shard_n = 1;
-  if (!shard_text.empty()) {
-    try {
-      std::tie(shard_i, shard_n) = batch::parse_shard(shard_text);
-    } catch (const Error& e) {
-      throw UsageError(e.what());
-    }
-    config.shard = shard_text;
-  }
+  // The checks of the batch options (shard, skip / overwrite / as-half, an existing output) are the library's, shared
+  // with the Python binding; a bad option is a usage error here.
+  config.spelling = batch::kCliSpelling;
   std::vector<batch::ImageEntry> images;
   try {
-    images = batch::shard(batch::list_images(list), shard_i, shard_n);
+    images = batch::prepare(list, shard_text, config);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::InvalidArgument) throw UsageError(e.what());
     throw;
@@ -152,13 +141,6 @@ int extract_main(int argc, char** argv) {
       std::cerr << "superpoint-rt: error: cannot create output directory " << out_dir << ": " << ec.message() << "\n";
       return 1;
     }
-  }
-  if (!config.output.empty()) {
-    // Refuse an existing output before loading the model (the library checks again).
-    namespace fs = std::filesystem;
-    if (!config.skip_existing && !config.overwrite &&
-        (fs::exists(config.output) || !batch::part_files(config.output).empty()))
-      throw UsageError("extract: " + config.output + " exists: use --skip-existing to continue it or --overwrite");
   }
 
   SuperPoint model = SuperPoint::from_pretrained(options);

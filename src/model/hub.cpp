@@ -20,6 +20,10 @@
 // request (huggingface_hub sends a HEAD per file to look for a newer commit); the files of one request are pinned
 // to the commit the first file resolved to, so a push between two files cannot mix commits; no .locks/ files (the
 // temp file + rename makes concurrent downloads safe, a lock would only save bandwidth); no retries or resume.
+//
+// The parts: hub_env (the environment: HF_* variables, offline, endpoint, token, the cache folder), hub_cache (the
+// cache layout: names, refs, snapshots, blobs, markers), hub_http (libcurl: HEAD, redirects, GET); this file ties
+// them together (local folder, cache, offline, download).
 #include "model/hub.hpp"
 
 #include <filesystem>

@@ -62,3 +62,15 @@ def test_readme_has_exactly_two_commands():
     commands = [l for l in blocks[0][1].splitlines() if l.strip() and not l.strip().startswith("#")]
     assert commands == [c for c in commands if c.startswith("bash scripts/")] and len(commands) == 2, commands
     assert commands[0].startswith("bash scripts/run.sh") and commands[1].startswith("bash scripts/test.sh"), commands
+
+
+def test_parameters_doc_is_generated_from_the_table():
+    """docs/PARAMETERS.md is `superpoint-rt params --markdown` (the C++ parameter table): regenerate it when the table
+    changes."""
+    import subprocess
+
+    cli = os.environ.get("SUPERPOINT_RT_CLI")
+    assert cli, "SUPERPOINT_RT_CLI is not set (ctest sets it)"
+    want = subprocess.run([cli, "params", "--markdown"], check=True, capture_output=True, text=True).stdout
+    have = (SOURCE / "docs" / "PARAMETERS.md").read_text()
+    assert have == want, "docs/PARAMETERS.md is stale: run `superpoint-rt params --markdown > docs/PARAMETERS.md`"

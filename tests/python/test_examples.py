@@ -82,3 +82,10 @@ def test_opencv_frames(tmp_path):
         pytest.skip("cv2 is not installed: the example's OpenCV path was not run (it exited cleanly)")
     assert sorted(p.name for p in (tmp_path / "f").iterdir()) == ["frame_000.png", "frame_001.png", "frame_002.png"]
     assert "3 frames" in r.stdout
+
+
+def test_lightglue_homography(tmp_path):
+    r = run_example("lightglue_homography.py", cwd=tmp_path)
+    inliers = int(r.stdout.split(" homography inliers")[0].split(", ")[-1])
+    assert inliers > 100, r.stdout  # the LightGlue demo pair overlaps a lot
+    assert "'keypoints': (1, " in r.stdout and "'image_size': (1, 2)" in r.stdout, r.stdout

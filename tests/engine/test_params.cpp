@@ -1,0 +1,172 @@
+// The parameter table and the presets (superpoint_rt/params.hpp), and requests at network frames other than 640x480.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/test_util.hpp"
+#include "superpoint_rt/params.hpp"
+#include "superpoint_rt/superpoint.hpp"
+
+using namespace superpoint_rt;
+
+namespace {
+
+ErrorKind kind_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  return ErrorKind::Internal;  // "did not throw"
+}
+
+TEST(Params, PresetDefaultsAreTheToolsValues) {
+  const ResolvedParams hf = resolve(Params{});
+  EXPECT_EQ(hf.max_keypoints, 1024);
+  EXPECT_EQ(hf.nms_radius, 4);
+  EXPECT_EQ(hf.resize_mode, ResizeMode::Fixed);
+  EXPECT_EQ(hf.network_frame(1600, 900, "x"), std::make_pair(640, 480));
+  Params p;
+  p.preset = "hloc:superpoint_aachen";
+  const ResolvedParams a = resolve(p);
+  EXPECT_EQ(a.max_keypoints, 4096);
+  EXPECT_EQ(a.nms_radius, 3);
+  EXPECT_EQ(a.pixels, PixelPath::CvGray);
+  // hloc: (round(W * s), round(H * s)), s = 1024 / max; 4032x3024 -> 1024x768; 1063 tall -> 751 x 1024 (780 * 0.963..)
+  EXPECT_EQ(a.network_frame(4032, 3024, "x"), std::make_pair(1024, 768));
+  EXPECT_EQ(a.network_frame(780, 1063, "x"), std::make_pair(751, 1024));
+  EXPECT_EQ(a.network_frame(800, 600, "x"), std::make_pair(800, 600));  // not larger: not resized
+  p.preset = "hloc:superpoint_max";
+  EXPECT_EQ(resolve(p).network_frame(800, 600, "x"), std::make_pair(1600, 1200));  // resize_force
+  p.preset = "lightglue";
+  const ResolvedParams lg = resolve(p);
+  EXPECT_EQ(lg.max_keypoints, 2048);
+  EXPECT_FLOAT_EQ(lg.keypoint_threshold, 0.0005f);
+  // kornia side="long": int(1024 / (1600 / 900)) = 576; portrait int(1024 * 731 / 1024)
+  EXPECT_EQ(lg.network_frame(1600, 900, "x"), std::make_pair(1024, 576));
+  EXPECT_EQ(lg.network_frame(768, 1024, "x"), std::make_pair(768, 1024));
+}
+
+TEST(Params, ExplicitValuesOverrideThePreset) {
+  Params p;
+  p.preset = "hloc:superpoint_aachen";
+  p.max_keypoints = 100;
+  p.resize_max = 512;
+  const ResolvedParams r = resolve(p);
+  EXPECT_EQ(r.max_keypoints, 100);
+  EXPECT_EQ(r.network_frame(1024, 768, "x"), std::make_pair(512, 384));
+  Params q;  // hf with resize_max: the fixed frame gives way
+  q.resize_max = 800;
+  EXPECT_EQ(resolve(q).network_frame(1600, 900, "x"), std::make_pair(800, 450));
+  Params n;
+  n.resize = "none";
+  EXPECT_EQ(resolve(n).network_frame(333, 251, "x"), std::make_pair(333, 251));
+}
+
+TEST(Params, BadValuesAndContradictionsAreNamedErrors) {
+  Params p;
+  p.preset = "hloc";
+  EXPECT_EQ(kind_of([&] { p.validate(); }), ErrorKind::InvalidArgument);
+  Params q;
+  q.resize = "640x480";
+  q.resize_max = 1024;
+  try {
+    q.validate();
+    FAIL() << "resize and resize_max together were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("contradict"), std::string::npos) << e.what();
+  }
+  Params r;
+  r.resize = "8x8";  // below the 16-pixel minimum side
+  EXPECT_EQ(kind_of([&] { r.validate(); }), ErrorKind::InvalidArgument);
+  Params s;
+  s.preset = "lightglue";
+  s.grayscale = false;
+  EXPECT_EQ(kind_of([&] { s.validate(); }), ErrorKind::InvalidArgument);
+  Params t;
+  t.resize = "none";
+  EXPECT_EQ(kind_of([&] { (void)resolve(t).network_frame(9000, 100, "big"); }), ErrorKind::TooLarge);
+  EXPECT_EQ(kind_of([&] { (void)resolve(t).network_frame(10, 100, "small"); }), ErrorKind::InvalidArgument);
+}
+
+TEST(Params, TextAndTypedSettersShareTheTable) {
+  Params p;
+  set_param_text(p, "max_keypoints", "77");
+  set_param_text(p, "keypoint_threshold", "0.01");
+  set_param_text(p, "grayscale", "true");
+  set_param_text(p, "preset", "hloc:superpoint_inloc");
+  EXPECT_EQ(*p.max_keypoints, 77);
+  EXPECT_FLOAT_EQ(*p.keypoint_threshold, 0.01f);
+  EXPECT_EQ(p.preset, "hloc:superpoint_inloc");
+  EXPECT_EQ(kind_of([&] { set_param_text(p, "max_keypoints", "1.5"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { set_param_text(p, "max_keypoints", "307201"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { set_param_text(p, "grayscale", "yes"); }), ErrorKind::TypeMismatch);
+  EXPECT_EQ(kind_of([&] { set_param_text(p, "interpolation", "cubic"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { set_param_text(p, "nope", "1"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { set_param(p, "max_keypoints", ParamValue{true}); }), ErrorKind::TypeMismatch);
+  EXPECT_EQ(kind_of([&] { set_param(p, "nms_radius", ParamValue{2.0}); }), ErrorKind::TypeMismatch);
+  // Every parameter of the table has a text value in every preset (the docs and /v1/info print them).
+  for (const auto& preset : preset_specs())
+    for (const auto& spec : param_specs()) EXPECT_FALSE(param_value_text(preset.defaults, spec.name).empty());
+}
+
+SuperPoint& model() {
+  static SuperPoint m = [] {
+    Options o;
+    o.model = sprt_test::weights_dir();
+    o.threads = 2;
+    o.warmup = WarmupSpec::none();
+    return SuperPoint::from_pretrained(o);
+  }();
+  return m;
+}
+
+TEST(AnySize, OddFramesFloorToTheScoreMapAndStayDeterministic) {
+  const std::string path = sprt_test::images_dir() + "/pt_piazza_san_marco_18627786_5929294590.jpg";  // 501x380
+  Params p;
+  p.resize = "none";  // the network runs at 501x380: score map 496x376
+  p.max_keypoints = -1;
+  const Features a = model().run(ImageInput::file(path), p);
+  EXPECT_EQ(a.network_size, (std::array<int, 2>{380, 501}));
+  ASSERT_GT(a.size(), 100u);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    // hf convention at native size: (p / 501) * 501 ~ p, inside the border of the 496x376 score map
+    EXPECT_GE(a.keypoints[2 * i], 4.0f - 1e-3f);
+    EXPECT_LT(a.keypoints[2 * i], 496.0f - 4.0f + 1e-3f);
+    EXPECT_LT(a.keypoints[2 * i + 1], 376.0f - 4.0f + 1e-3f);
+  }
+  const Features b = model().run(ImageInput::file(path), p);
+  EXPECT_EQ(a.keypoints, b.keypoints);
+  EXPECT_EQ(a.descriptors, b.descriptors);
+  // The 640x480 request in between and after gives the same result as before (one plan per frame).
+  const Features hf1 = model().run(ImageInput::file(path));
+  const Features c = model().run(ImageInput::file(path), p);
+  const Features hf2 = model().run(ImageInput::file(path));
+  EXPECT_EQ(c.scores, a.scores);
+  EXPECT_EQ(hf1.scores, hf2.scores);
+  EXPECT_EQ(hf1.network_size, (std::array<int, 2>{480, 640}));
+}
+
+TEST(AnySize, HlocOrderIsRasterUnlessCut) {
+  const std::string path = sprt_test::images_dir() + "/lg_sacre_coeur1.jpg";
+  Params p;
+  p.preset = "hloc:superpoint_aachen";
+  const Features all = model().run(ImageInput::file(path), p);
+  ASSERT_GT(all.size(), 200u);
+  ASSERT_LT(all.size(), 4096u);
+  for (std::size_t i = 1; i < all.size(); ++i) {  // raster: y, then x (hloc convention keeps the order monotone)
+    const bool ordered =
+        all.keypoints[2 * i + 1] > all.keypoints[2 * i - 1] ||
+        (all.keypoints[2 * i + 1] == all.keypoints[2 * i - 1] && all.keypoints[2 * i] > all.keypoints[2 * i - 2]);
+    ASSERT_TRUE(ordered) << i;
+  }
+  p.max_keypoints = 50;
+  const Features cut = model().run(ImageInput::file(path), p);
+  ASSERT_EQ(cut.size(), 50u);
+  for (std::size_t i = 1; i < cut.size(); ++i) ASSERT_GE(cut.scores[i - 1], cut.scores[i]);
+  p.max_keypoints = static_cast<int>(all.size());  // exactly as many as pass: no cut, raster order
+  const Features same = model().run(ImageInput::file(path), p);
+  EXPECT_EQ(same.keypoints, all.keypoints);
+}
+
+}  // namespace

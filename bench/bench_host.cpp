@@ -130,8 +130,7 @@ int main(int argc, char** argv) {
                                   rs);
         }));
     row("decode_jpeg_resized_plane (R, fused)", median_ms(repeats, [&] {
-          sp::image::decode_jpeg_resized_plane(bytes, "bench", sp::kDefaultMaxPixels, 0, plan_for, fused, rs,
-                                               &fw, &fh);
+          sp::image::decode_jpeg_resized_plane(bytes, "bench", sp::kDefaultMaxPixels, 0, plan_for, fused, rs, &fw, &fh);
         }));
     if (fused != plane) std::printf("  !! fused plane differs from decode + resize\n");
   }

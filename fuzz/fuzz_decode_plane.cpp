@@ -82,8 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
   bool fused = false;
   const Outcome fr = run([&] {
-    fused = image::decode_jpeg_resized_plane(bytes, name, sprt_fuzz::kMaxPixels, channel, plan_for, dst, scratch,
-                                             &w, &h);
+    fused =
+        image::decode_jpeg_resized_plane(bytes, name, sprt_fuzz::kMaxPixels, channel, plan_for, dst, scratch, &w, &h);
   });
   FUZZ_CHECK(plans <= 1, "the plan was asked for %d times", plans);
   if (fr.ok && !fused) {

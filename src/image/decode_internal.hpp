@@ -116,8 +116,8 @@ using PlanFor = std::function<std::shared_ptr<const ResizePlan>(int width, int h
 /// Returns false, having decoded no pixels, when the fused path does not apply (CMYK or a refused RGB file, or
 /// !resize_rows_available()): the caller then decodes normally. On success sets *width, *height (the source size).
 bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t max_pixels, int rgb_channel,
-                               const PlanFor& plan_for, std::vector<std::uint8_t>& dst, ResizeScratch& scratch, int* width,
-                               int* height);
+                               const PlanFor& plan_for, std::vector<std::uint8_t>& dst, ResizeScratch& scratch,
+                               int* width, int* height);
 ImageInfo probe_png(Bytes b, const std::string& name);
 Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels);
 ImageInfo probe_gif(Bytes b, const std::string& name);

@@ -470,8 +470,8 @@ bool raw_path_applies(const jpeg_decompress_struct& c, int rgb_channel) {
 }  // namespace
 
 bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t max_pixels, int rgb_channel,
-                               const PlanFor& plan_for, std::vector<std::uint8_t>& dst, ResizeScratch& scratch, int* width,
-                               int* height) {
+                               const PlanFor& plan_for, std::vector<std::uint8_t>& dst, ResizeScratch& scratch,
+                               int* width, int* height) {
   if (!resize_rows_available()) return false;
   JpegGuard g;
   const int ch = open_jpeg(g, b, name);  // JCS_GRAYSCALE / JCS_RGB / JCS_CMYK, as decode_jpeg
@@ -510,7 +510,8 @@ bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t ma
     src.row = p;
     src.sums = sums.data();
     if (!start_raw(&g.job)) jpeg_fail(g.job, name, "decoding stopped early");
-    if (!resize_plane_rows(*plan, raw_row, &src, 1, dst.data(), scratch)) jpeg_fail(g.job, name, "decoding stopped early");
+    if (!resize_plane_rows(*plan, raw_row, &src, 1, dst.data(), scratch))
+      jpeg_fail(g.job, name, "decoding stopped early");
     // As below: the whole file is decoded, so a truncation past the last row the resize reads still fails.
     while (c.output_scanline < c.output_height) {
       if (!read_imcu(&src)) jpeg_fail(g.job, name, "decoding stopped early");
@@ -523,7 +524,8 @@ bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t ma
   std::vector<std::uint8_t> band(kBandRows * row_bytes + 64);
   if (!start_decompress(&g.job)) jpeg_fail(g.job, name, "decoding stopped early");
   BandSource src{&g.job, cache_resident_rows(band.data()), row_bytes, ch == 3 ? rgb_channel : 0, 0, 0};
-  if (!resize_plane_rows(*plan, band_row, &src, ch, dst.data(), scratch)) jpeg_fail(g.job, name, "decoding stopped early");
+  if (!resize_plane_rows(*plan, band_row, &src, ch, dst.data(), scratch))
+    jpeg_fail(g.job, name, "decoding stopped early");
   // Decode the scanlines below the resize's last input row too: Pillow decodes the whole file before resizing, so
   // a file truncated there must fail the same way.
   while (c.output_scanline < c.output_height) {

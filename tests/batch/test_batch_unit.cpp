@@ -11,8 +11,8 @@
 #include <set>
 
 #include "batch/batch.hpp"
-#include "util/half.hpp"
 #include "common/test_util.hpp"
+#include "util/half.hpp"
 
 namespace fs = std::filesystem;
 using namespace superpoint_rt;

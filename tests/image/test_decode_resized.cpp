@@ -38,8 +38,8 @@ Fused run_fused(const std::vector<std::uint8_t>& bytes, const std::string& name,
     ++f.plans;
     return std::make_shared<const img::ResizePlan>(w, h, out_w, out_h);
   };
-  f.ran = img::decode_jpeg_resized_plane(bytes, name, max_pixels, rgb_channel, plan_for, f.plane, scratch,
-                                         &f.width, &f.height);
+  f.ran = img::decode_jpeg_resized_plane(bytes, name, max_pixels, rgb_channel, plan_for, f.plane, scratch, &f.width,
+                                         &f.height);
   return f;
 }
 

@@ -103,8 +103,8 @@ std::vector<std::uint8_t> fused_plane(const std::vector<std::uint8_t>& bytes, in
   img::ResizeScratch scratch;
   const img::PlanFor plan_for = [](int iw, int ih) { return std::make_shared<const img::ResizePlan>(iw, ih, iw, ih); };
   int fw = 0, fh = 0;
-  if (!img::decode_jpeg_resized_plane(bytes, "t.jpg", sp::kDefaultMaxPixels, channel, plan_for, plane, scratch,
-                                      &fw, &fh))
+  if (!img::decode_jpeg_resized_plane(bytes, "t.jpg", sp::kDefaultMaxPixels, channel, plan_for, plane, scratch, &fw,
+                                      &fh))
     return {};
   EXPECT_EQ(fw, w);
   EXPECT_EQ(fh, h);

@@ -13,9 +13,9 @@
 namespace {
 
 using superpoint_rt::server::base64_encode;
-using superpoint_rt::util::float_to_half;
 using superpoint_rt::server::Metrics;
 using superpoint_rt::server::parse_query;
+using superpoint_rt::util::float_to_half;
 
 // The reference: the compiler's _Float16 conversion (IEEE round-to-nearest-even, libgcc __truncsfhf2).
 std::uint16_t reference_half(float f) {

@@ -544,8 +544,8 @@ Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_networ
   // the descriptor map) and costs a few ms against the forward, so concurrent requests lose little; their decode and
   // resize still overlap this network.
   std::lock_guard<std::mutex> lock(executor_mu_);
+  const auto t0 = Clock::now();  // a frame's first request plans its network: that time counts as forward
   backend::Executor& ex = executor_for(p.frame_w, p.frame_h);
-  const auto t0 = Clock::now();
   if (!reuse_network_output) {
     std::memcpy(ex.input(), ctx.input.data(), ctx.input.size() * sizeof(float));
     ex.run(rp.return_descriptors);

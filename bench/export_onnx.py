@@ -11,6 +11,8 @@ Network (docs/ALGORITHM.md §3.3-3.7, HF modeling_superpoint.py): 8 encoder conv
 Usage (with bench/.venv/bin/python, which has onnx, onnxruntime and numpy; bench/setup-peers.sh makes it):
   export_onnx.py --weights ../shared/weights/superpoint --out bench/out/superpoint_480x640.onnx
   export_onnx.py --weights ... --out ... --check ../shared/golden/dense/berlin01_1600x900.jpg.npz
+  export_onnx.py --weights ... --out bench/out/superpoint_768x1024.onnx --height 768 --width 1024   (any frame;
+      bench/peer_worker.py exports each frame of `superpoint-rt bench --frames` this way)
 --check runs the exported graph with onnxruntime on the golden pixel_values and compares the logits and the
 L2-normalised descriptor map with the golden ones (PyTorch reference); it exits 1 when the max abs error is over
 --tol.

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""A peer of `superpoint-rt bench`: one CPU framework timing the SuperPoint network on a 480x640 plane.
+"""A peer of `superpoint-rt bench`: one CPU framework timing the SuperPoint network on a plane of one network frame.
 
     bench/.venv/bin/python bench/peer_worker.py --peer ort|torch --threads T --weights DIR --plane F32_FILE
-                                                [--warmup N] [--cache-dir DIR]
+                                                [--height 480 --width 640] [--warmup N] [--cache-dir DIR]
 
   ort    ONNX Runtime CPUExecutionProvider on the graph bench/export_onnx.py builds from the safetensors
-         (intra_op_num_threads=T, inter_op_num_threads=1, ORT_ENABLE_ALL, ORT_SEQUENTIAL); the graph is written
-         once to --cache-dir (default bench/out/, where bench/run.sh has exported and checked it).
+         (intra_op_num_threads=T, inter_op_num_threads=1, ORT_ENABLE_ALL, ORT_SEQUENTIAL); the graph, exported at
+         the frame's shape, is written once to --cache-dir as superpoint_HxW.onnx (default bench/out/, where
+         bench/run.sh has exported and checked the 480x640 one).
   torch  PyTorch (eager, torch.no_grad, torch.set_num_threads(T)) on SuperPointDense of the PyTorch reference
          ($SUPERPOINT_RT_SHARED/tools/reference.py, default ../shared beside the checkout), which loads the same
          safetensors.
 Both run encoder + both heads (with the score softmax and the descriptor L2 norm) on the plane's float32 values
-(480 * 640 little-endian floats, v / 255.0f), batch 1.
+(height * width little-endian floats, v / 255.0f), batch 1.
 
 Protocol (the same as `superpoint-rt bench --worker`): after setup prints {"ready": true, "peak_rss_mb": x}, or
 {"ready": false, "why": "..."} when this peer cannot run here (e.g. torch is not installed); then answers each
@@ -26,7 +27,6 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("SUPERPOINT_RT_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
-NET_H, NET_W = 480, 640
 
 
 def peak_rss_mb():
@@ -45,10 +45,10 @@ def ort_runner(a, plane):
     import export_onnx
 
     os.makedirs(a.cache_dir, exist_ok=True)
-    path = os.path.join(a.cache_dir, f"superpoint_{NET_H}x{NET_W}.onnx")
+    path = os.path.join(a.cache_dir, f"superpoint_{a.height}x{a.width}.onnx")
     if not os.path.exists(path):  # the workers of several thread counts start at once: write, then rename
         tmp = f"{path}.{os.getpid()}.tmp"
-        onnx.save(export_onnx.build_graph(a.weights, NET_H, NET_W), tmp)
+        onnx.save(export_onnx.build_graph(a.weights, a.height, a.width), tmp)
         os.replace(tmp, path)
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
@@ -81,16 +81,18 @@ def main(argv=None):
     ap.add_argument("--peer", choices=("ort", "torch"), required=True)
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--weights", required=True, help="dir with config.json + model.safetensors")
-    ap.add_argument("--plane", required=True, help="480*640 float32 values")
+    ap.add_argument("--plane", required=True, help="height * width float32 values")
+    ap.add_argument("--height", type=int, default=480, help="the network frame's height")
+    ap.add_argument("--width", type=int, default=640, help="the network frame's width")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--cache-dir", default=os.path.join(REPO, "bench", "out"))
     a = ap.parse_args(argv)
     import numpy as np
 
     plane = np.fromfile(a.plane, dtype="<f4")
-    if plane.size != NET_H * NET_W:
-        sys.exit(f"peer_worker.py: {a.plane} holds {plane.size} floats, expected {NET_H * NET_W}")
-    plane = np.ascontiguousarray(plane.reshape(NET_H, NET_W).astype(np.float32))
+    if plane.size != a.height * a.width:
+        sys.exit(f"peer_worker.py: {a.plane} holds {plane.size} floats, expected {a.height} * {a.width}")
+    plane = np.ascontiguousarray(plane.reshape(a.height, a.width).astype(np.float32))
     try:
         run, version = (ort_runner if a.peer == "ort" else torch_runner)(a, plane)
     except ImportError as e:

@@ -143,9 +143,11 @@ py::tuple to_python(sp::Features&& features) {
 }
 
 sp::WarmupSpec make_spec(std::vector<std::pair<int, int>> sizes, std::vector<int> nms_radii,
-                         std::vector<std::string> decoders, int num_workers) {
+                         std::vector<std::string> decoders, int num_workers,
+                         std::vector<std::pair<int, int>> network_sizes) {
   sp::WarmupSpec s;
   s.sizes = std::move(sizes);
+  s.network_sizes = std::move(network_sizes);
   s.nms_radii = std::move(nms_radii);
   s.decoders = std::move(decoders);
   s.num_workers = num_workers;
@@ -196,8 +198,9 @@ class Model {
   }
 
   py::dict warmup(std::vector<std::pair<int, int>> sizes, std::vector<int> nms_radii, std::vector<std::string> decoders,
-                  int num_workers) const {
-    const sp::WarmupSpec spec = make_spec(std::move(sizes), std::move(nms_radii), std::move(decoders), num_workers);
+                  int num_workers, std::vector<std::pair<int, int>> network_sizes) const {
+    const sp::WarmupSpec spec =
+        make_spec(std::move(sizes), std::move(nms_radii), std::move(decoders), num_workers, std::move(network_sizes));
     std::map<std::string, double> steps;
     {
       py::gil_scoped_release release;
@@ -262,7 +265,7 @@ class Model {
 Model load(const std::string& model, const std::string& revision, const std::string& cache_dir, bool local_files_only,
            const std::string& device, int threads, const std::string& precision, std::int64_t max_pixels,
            std::vector<std::pair<int, int>> sizes, std::vector<int> nms_radii, std::vector<std::string> decoders,
-           int num_workers, bool verbose, const py::list& calibration) {
+           int num_workers, bool verbose, const py::list& calibration, std::vector<std::pair<int, int>> network_sizes) {
   sp::Options o;
   o.model = model;
   o.revision = revision;
@@ -272,7 +275,8 @@ Model load(const std::string& model, const std::string& revision, const std::str
   o.threads = threads;
   o.precision = precision;
   o.max_pixels = max_pixels;
-  o.warmup = make_spec(std::move(sizes), std::move(nms_radii), std::move(decoders), num_workers);
+  o.warmup =
+      make_spec(std::move(sizes), std::move(nms_radii), std::move(decoders), num_workers, std::move(network_sizes));
   o.verbose = verbose;
   // Calibration images: any single-image input (paths, bytes, arrays); `keep` holds their memory until the load
   // has read them.
@@ -321,6 +325,7 @@ py::dict spec_dict(const sp::WarmupSpec& s) {
   d["nms_radii"] = s.nms_radii;
   d["decoders"] = s.decoders;
   d["num_workers"] = s.num_workers;
+  d["network_sizes"] = s.network_sizes;
   return d;
 }
 
@@ -356,7 +361,7 @@ PYBIND11_MODULE(_core, m) {
       .def("run_one", &Model::run_one, py::arg("image"), py::arg("params"))
       .def("run_list", &Model::run_list, py::arg("images"), py::arg("params"), py::arg("num_workers"))
       .def("warmup", &Model::warmup, py::arg("sizes"), py::arg("nms_radii"), py::arg("decoders"),
-           py::arg("num_workers"))
+           py::arg("num_workers"), py::arg("network_sizes") = std::vector<std::pair<int, int>>{})
       .def("close", &Model::close)
       .def_property_readonly("closed", &Model::closed)
       .def("info", &Model::info)
@@ -367,7 +372,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("load", &load, py::arg("model"), py::arg("revision"), py::arg("cache_dir"), py::arg("local_files_only"),
         py::arg("device"), py::arg("threads"), py::arg("precision"), py::arg("max_pixels"), py::arg("sizes"),
         py::arg("nms_radii"), py::arg("decoders"), py::arg("num_workers"), py::arg("verbose"),
-        py::arg("calibration") = py::list());
+        py::arg("calibration") = py::list(), py::arg("network_sizes") = std::vector<std::pair<int, int>>{});
   m.def("decode", &decode, py::arg("src"), py::arg("max_pixels") = sp::kDefaultMaxPixels);
   m.def("write_png", &write_png, py::arg("path"), py::arg("image"));
   m.def("default_warmup", [] { return spec_dict(sp::WarmupSpec::defaults()); });

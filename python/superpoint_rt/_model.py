@@ -21,7 +21,7 @@ from ._params import (DEFAULTS, NMS_RADIUS_MAX, check_bool, check_int, check_max
 
 DEFAULT_REPO = "magic-leap-community/superpoint"
 _DECODERS = ("jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm")
-_SPEC_KEYS = ("sizes", "nms_radii", "decoders", "num_workers", "fallbacks")
+_SPEC_KEYS = ("sizes", "nms_radii", "decoders", "num_workers", "fallbacks", "network_sizes")
 _DEFAULT_PARAMS: Dict[str, Any] = {}
 _SIZE_MAX = 1 << 20  # warm-up sizes: a side of at most 1,048,576 pixels
 
@@ -74,7 +74,7 @@ def _resolve_warmup(warmup_variants: Any, precompile_sizes: Any, precompile_nms_
     elif v == "all":
         spec = dict(_core.all_warmup())
     elif v == "none":
-        spec = {"sizes": [], "nms_radii": [], "decoders": [], "num_workers": 0}
+        spec = {"sizes": [], "nms_radii": [], "decoders": [], "num_workers": 0, "network_sizes": []}
     elif isinstance(v, Mapping):
         spec = dict(_core.default_warmup())
         for k, val in v.items():
@@ -88,6 +88,8 @@ def _resolve_warmup(warmup_variants: Any, precompile_sizes: Any, precompile_nms_
     if precompile_sizes is not None:
         spec["sizes"] = precompile_sizes  # the older name replaces the sizes (seed)
     spec["sizes"] = _check_sizes("warmup_variants['sizes']", spec["sizes"])
+    # Network frames (width, height) to plan at load, e.g. (1024, 768) for hloc:superpoint_aachen on 4:3 photos.
+    spec["network_sizes"] = _check_sizes("warmup_variants['network_sizes']", spec.get("network_sizes", []))
     spec["nms_radii"] = _check_radii("warmup_variants['nms_radii']", spec["nms_radii"])
     for r in _check_radii("precompile_nms_radii", precompile_nms_radii or ()):
         if r not in spec["nms_radii"]:
@@ -209,7 +211,8 @@ class SuperPoint:
         cache = "" if cache_dir is None else os.fsdecode(cache_dir)
         calib = _calibration_inputs(calibration)
         core = _core.load(path, revision or "", cache, local_files_only, dev, nthreads, precision, mp,
-                          spec["sizes"], spec["nms_radii"], spec["decoders"], spec["num_workers"], verbose, calib)
+                          spec["sizes"], spec["nms_radii"], spec["decoders"], spec["num_workers"], verbose, calib,
+                          spec["network_sizes"])
         info = core.info()
         config = dict(info)
         config.update({
@@ -289,8 +292,10 @@ class SuperPoint:
     # ------------------------------------------------------------------ warm-up, lifetime, info
     def warmup(self, *, nms_radius: Optional[int] = None, nms_radii: Optional[Iterable[int]] = None,
                size: Optional[Tuple[int, int]] = None, sizes: Optional[Iterable[Tuple[int, int]]] = None,
-               decoders: Optional[Iterable[str]] = None, num_workers: Optional[int] = None) -> Dict[str, float]:
+               decoders: Optional[Iterable[str]] = None, num_workers: Optional[int] = None,
+               network_sizes: Optional[Iterable[Tuple[int, int]]] = None) -> Dict[str, float]:
         """Prepares more variants (see from_pretrained's warmup_variants). Variants that are ready are skipped.
+        network_sizes: network frames (width, height) to plan and run once (other presets' sizes, e.g. (1024, 768)).
 
         Returns the seconds of each step that ran ({} when everything was ready)."""
         sz = []
@@ -305,7 +310,8 @@ class SuperPoint:
             radii += _check_radii("nms_radii", nms_radii)
         dec = [] if decoders is None else _check_decoders("decoders", decoders)
         nw = 0 if num_workers is None else check_num_workers(num_workers)
-        steps = self._core.warmup(sz, radii, dec, nw)
+        ns = [] if network_sizes is None else _check_sizes("network_sizes", network_sizes)
+        steps = self._core.warmup(sz, radii, dec, nw, ns)
         with self._lock:
             self._config["warmup_s"].update(steps)
         return steps

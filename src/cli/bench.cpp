@@ -2,12 +2,15 @@
 // run and printed as one table (docs/BENCHMARKS.md; `bash bench/run.sh` installs the peers and runs it).
 //
 // One process per row and thread count, so that each row's peak RSS is its own and nothing is shared:
-//   ours forward   `superpoint-rt bench --worker forward`: the backend alone (src/backend/backend.hpp:
-//                  create_backend -> plan(480x640) -> run(true), both heads) on a fixed 480x640 plane
-//   ours request   `superpoint-rt bench --worker request`: SuperPoint::run on the same plane as 8-bit pixels, and
-//                  on the bytes of a JPEG and a PNG (decode + preprocess + network + postprocess, no file I/O)
-//   peers          bench/peer_worker.py (ONNX Runtime on bench/export_onnx.py's graph, PyTorch on the reference
-//                  module of ../shared/tools/reference.py) on the same float plane, forward only
+//   ours forward   `superpoint-rt bench --worker forward --frame WxH`: the backend alone (src/backend/backend.hpp:
+//                  create_backend -> plan(HxW) -> run(true), both heads) on a fixed plane of that network frame;
+//                  one process per frame of --frames (640x480 always, the main table's)
+//   ours request   `superpoint-rt bench --worker request`: SuperPoint::run on the 640x480 plane as 8-bit pixels,
+//                  on the bytes of a JPEG and a PNG (decode + preprocess + network + postprocess, no file I/O), and
+//                  on the JPEG with preset hloc:superpoint_aachen (network frame: long side 1024)
+//   peers          bench/peer_worker.py (ONNX Runtime on bench/export_onnx.py's graph exported at the frame,
+//                  PyTorch on the reference module of ../shared/tools/reference.py) on the same float planes,
+//                  forward only, one process per frame
 // Every worker speaks the same line protocol: it prints {"ready": true} once set up (load, plan, warm-up), then
 // answers each "KIND ITERS" line with one JSON line {"ms": [...], "cpu_ms": x, "peak_rss_mb": x, ...}.
 // The driver interleaves the rows round by round (alternating the order), so that a noisy shared machine slows
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -55,18 +59,47 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 constexpr int kNetW = 640, kNetH = 480;
+constexpr const char* kHlocPreset = "hloc:superpoint_aachen";
+
+/// A network frame of --frames; the 640x480 one is the main table's "forward" column.
+struct Frame {
+  int w = kNetW, h = kNetH;
+  std::string name() const { return std::to_string(w) + "x" + std::to_string(h); }
+  bool base() const { return w == kNetW && h == kNetH; }
+  /// The series' key (and the JSON key of the row): "forward" for 640x480, "forward_WxH" for the others.
+  std::string kind() const { return base() ? "forward" : "forward_" + name(); }
+  double pixels() const { return static_cast<double>(w) * h; }
+};
+
+Frame parse_frame(const std::string& text, const std::string& flag) {
+  Frame f;
+  char extra = 0;
+  if (std::sscanf(text.c_str(), "%dx%d%c", &f.w, &f.h, &extra) != 2 || text != f.name())
+    throw UsageError(flag + ": '" + text + "' is not WIDTHxHEIGHT, e.g. 1024x768");
+  if (f.w < Params::kMinNetworkSide || f.h < Params::kMinNetworkSide || f.w > Params::kMaxNetworkSide ||
+      f.h > Params::kMaxNetworkSide || static_cast<std::int64_t>(f.w) * f.h > Params::kMaxNetworkPixels)
+    throw UsageError(flag + ": " + text + " is outside the network frames the engine runs (each side " +
+                     std::to_string(Params::kMinNetworkSide) + ".." + std::to_string(Params::kMaxNetworkSide) +
+                     ", at most " + std::to_string(Params::kMaxNetworkPixels) + " pixels)");
+  return f;
+}
 
 constexpr const char* kUsage =
     "usage: superpoint-rt bench [--threads 1,2] [--precisions fp32,bf16,int8] [--rounds 5] [--iters 4]\n"
-    "         [--warmup 3] [--pause-ms 200] [--jpeg FILE] [--png FILE] [--peer-python PYTHON] [--peers ort,torch]\n"
+    "         [--warmup 3] [--pause-ms 200] [--frames 640x480,1024x768,1600x1200] [--jpeg FILE] [--png FILE]\n"
+    "         [--peer-python PYTHON] [--peers ort,torch]\n"
     "         [--json FILE] [--peer-script FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR]\n"
     "         [--local-files-only]\n"
     "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32 and PyTorch fp32 (when the peer Python has\n"
     "them), for each thread count; columns the network forward on a 480x640 plane and the full request on that plane,\n"
     "a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward, and each process's peak RSS.\n"
+    "Then the network frames: each row's forward at each of --frames, the ratio to ONNX Runtime's at the same\n"
+    "frame, and the cost per pixel against 640x480, (p50 / p50 at 640x480) / (pixels / 640x480 pixels); and the\n"
+    "request with preset hloc:superpoint_aachen on the JPEG. Above them: the CPU's units and the fastest precision.\n"
+    "  --frames F,...     network frames WxH of the forward rows (640x480 is always measured)\n"
     "  --jpeg / --png     request images (default: berlin01_1600x900 in images/ of $SUPERPOINT_RT_SHARED, else of\n"
     "                     ../shared beside the current directory, i.e. when run from the source tree)\n"
-    "                     the 480x640 plane is the JPEG's red channel resized as a request does\n"
+    "                     the 480x640 plane (and each frame's) is the JPEG's red channel resized as a request does\n"
     "  --peer-python P    a Python with onnxruntime (and torch) for the peers (default $SUPERPOINT_RT_BENCH_PYTHON,\n"
     "                     else bench/.venv/bin/python of the current directory; bash bench/setup-peers.sh makes it);\n"
     "                     without one the table has our rows only\n"
@@ -102,7 +135,8 @@ std::vector<std::uint8_t> read_bytes(const std::string& path, std::size_t expect
 
 struct WorkerArgs {
   std::string weights_dir, precision = "fp32";
-  std::string plane_u8;  // 640x480 bytes
+  std::string plane_u8;  // frame.w x frame.h bytes (the request worker: 640x480)
+  Frame frame;           // the forward worker's network frame
   std::string jpeg, png;
   int threads = 1;
   int warmup = 3;
@@ -117,9 +151,9 @@ class Measurement {
 class ForwardWorker final : public Measurement {
  public:
   explicit ForwardWorker(const WorkerArgs& a) {
-    const auto plane = read_bytes(a.plane_u8, std::size_t{kNetW} * kNetH, "plane");
+    const auto plane = read_bytes(a.plane_u8, std::size_t(a.frame.w) * std::size_t(a.frame.h), "plane");
     backend_ = backend::create_backend("cpu", model::load_weights_dir(a.weights_dir), {a.threads, a.precision});
-    exec_ = backend_->plan({kNetH, kNetW});
+    exec_ = backend_->plan({a.frame.h, a.frame.w});
     float* in = exec_->input();
     for (std::size_t i = 0; i < plane.size(); ++i) in[i] = static_cast<float>(plane[i]) / 255.0f;  // v / 255.0f
     for (int i = 0; i < a.warmup; ++i) exec_->run(true);
@@ -164,13 +198,15 @@ class RequestWorker final : public Measurement {
     o.warmup.nms_radii = {resolve(Params{}).nms_radius};
     o.warmup.decoders = {"jpeg", "png"};
     model_ = SuperPoint::from_pretrained(o);
-    for (const char* kind : {"plane", "jpeg", "png"})
+    hloc_.preset = kHlocPreset;
+    for (const char* kind : {"plane", "jpeg", "png", "hloc_jpeg"})
       for (int i = 0; i < a.warmup; ++i) (void)run_once(kind);
   }
 
   json measure(const std::string& kind, int iters) override {
     std::vector<double> ms, nonnet, forward;
     std::size_t keypoints = 0;
+    std::array<int, 2> network_size{0, 0};
     const double cpu0 = process_cpu_ms();
     for (int i = 0; i < iters; ++i) {
       const auto t0 = Clock::now();
@@ -180,12 +216,14 @@ class RequestWorker final : public Measurement {
       nonnet.push_back(t.decode + t.preprocess + t.postprocess);
       forward.push_back(t.forward);
       keypoints = f.size();
+      network_size = f.network_size;
     }
     return {{"ms", ms},
             {"cpu_ms", process_cpu_ms() - cpu0},
             {"nonnet_ms", nonnet},
             {"forward", forward},
             {"keypoints", keypoints},
+            {"network_size", network_size},
             {"plan", model_.info().plan}};
   }
 
@@ -194,11 +232,13 @@ class RequestWorker final : public Measurement {
     if (kind == "plane") return model_.run(ImageInput::pixels({plane_.data(), kNetW, kNetH}));
     if (kind == "jpeg") return model_.run(ImageInput::bytes(jpeg_, jpeg_name_));
     if (kind == "png") return model_.run(ImageInput::bytes(png_, png_name_));
+    if (kind == "hloc_jpeg") return model_.run(ImageInput::bytes(jpeg_, jpeg_name_), hloc_);
     throw Error(ErrorKind::InvalidArgument, "request worker: unknown kind '" + kind + "'");
   }
 
   std::vector<std::uint8_t> plane_, jpeg_, png_;
   std::string jpeg_name_, png_name_;
+  Params hloc_;
   SuperPoint model_;
 };
 
@@ -216,6 +256,8 @@ int worker_main(ArgReader& args, const std::string& mode) {
       a.jpeg = args.value(f);
     else if (f == "--png")
       a.png = args.value(f);
+    else if (f == "--frame")
+      a.frame = parse_frame(args.value(f), f);
     else if (f == "--threads")
       a.threads = args.int_value(f, 1, 1024, "1..1024");
     else if (f == "--warmup")
@@ -308,7 +350,7 @@ class Child {
 };
 
 struct Series {
-  std::vector<double> ms, nonnet_ms;
+  std::vector<double> ms, nonnet_ms, net_ms;  // net_ms: the requests' network part (Timing::forward)
   double cpu_ms = 0;
 };
 
@@ -316,10 +358,16 @@ struct Row {
   std::string label;  // "ours fp32", "ONNX Runtime fp32", ...
   bool ours = false;
   int threads = 1;
-  std::unique_ptr<Child> forward, request;
-  std::map<std::string, Series> series;  // kind -> times
-  double rss_forward = 0, rss_request = 0;
+  std::vector<std::pair<Frame, std::unique_ptr<Child>>> forwards;  // one process per frame, 640x480 first
+  std::unique_ptr<Child> request;
+  std::map<std::string, Series> series;   // kind -> times
+  std::map<std::string, double> rss;      // kind of the forward ("forward", "forward_WxH") or "request" -> MB
+  std::array<int, 2> hloc_network{0, 0};  // (h, w) of the hloc request's network frame
   std::string plan;
+  double rss_of(const std::string& kind) const {
+    const auto it = rss.find(kind);
+    return it == rss.end() ? std::nan("") : it->second;
+  }
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -359,13 +407,14 @@ std::string self_exe() {
   return p.string();
 }
 
-// The request's 480x640 plane of the JPEG: its red channel (the default Params' channel) resized as the engine does
-// (Pillow BILINEAR), so that the forward rows see a real image and the plane request the same pixels.
-std::vector<std::uint8_t> plane_of(const std::string& jpeg) {
+// The request's 480x640 plane of the JPEG (and the other frames' planes): its red channel (the default Params' channel)
+// resized as the engine does (Pillow BILINEAR), so that the forward rows see a real image and the plane request the
+// same pixels.
+std::vector<std::uint8_t> plane_of(const std::string& jpeg, const Frame& frame) {
   const Image im = decode_file(jpeg);
-  const image::ResizePlan plan(im.width, im.height, kNetW, kNetH);
+  const image::ResizePlan plan(im.width, im.height, frame.w, frame.h);
   image::ResizeScratch scratch;
-  std::vector<std::uint8_t> out(std::size_t{kNetW} * kNetH);
+  std::vector<std::uint8_t> out(std::size_t(frame.w) * std::size_t(frame.h));
   const int ch = im.format == PixelFormat::RGB ? 3 : 1;
   image::resize_plane(plan, im.pixels.data(), im.view().stride(), ch, out.data(), scratch);
   return out;
@@ -401,6 +450,7 @@ int driver_main(ArgReader& args) {
   std::vector<int> threads{1, 2};
   std::vector<std::string> precisions{"fp32", "bf16", "int8"}, peers{"ort", "torch"};
   int rounds = 5, iters = 4, warmup = 3, pause_ms = 200;
+  std::vector<Frame> frames{Frame{}, Frame{1024, 768}, Frame{1600, 1200}};
   const std::string shared = shared_dir();
   std::string jpeg = shared + "/images/berlin01_1600x900.jpg", png = shared + "/images/berlin01_1600x900.png";
   std::string json_path, peer_python, peer_script = kDefaultPeerScript;
@@ -430,6 +480,13 @@ int driver_main(ArgReader& args) {
       peers = split_list(args.value(a));
       for (const auto& p : peers)
         if (p != "ort" && p != "torch") throw UsageError("--peers: '" + p + "' is not ort or torch");
+    } else if (a == "--frames") {
+      frames = {Frame{}};  // 640x480 is the base of the cost per pixel and the main table's column
+      for (const auto& t : split_list(args.value(a))) {
+        const Frame f = parse_frame(t, a);
+        if (std::none_of(frames.begin(), frames.end(), [&](const Frame& g) { return g.name() == f.name(); }))
+          frames.push_back(f);
+      }
     } else if (a == "--rounds") {
       rounds = args.int_value(a, 1, 1000, "1..1000");
     } else if (a == "--iters") {
@@ -487,16 +544,20 @@ int driver_main(ArgReader& args) {
       fs::remove_all(p, ec);
     }
   } cleanup{tmp};
-  const std::vector<std::uint8_t> plane = plane_of(jpeg);
-  const std::string plane_u8 = (tmp / "plane_u8.raw").string(), plane_f32 = (tmp / "plane_f32.raw").string();
-  {
-    std::ofstream(plane_u8, std::ios::binary)
+  std::map<std::string, std::pair<std::string, std::string>> planes;  // frame name -> (u8 file, f32 file)
+  for (const Frame& fr : frames) {
+    const std::vector<std::uint8_t> plane = plane_of(jpeg, fr);
+    const std::string u8 = (tmp / ("plane_u8_" + fr.name() + ".raw")).string();
+    const std::string f32 = (tmp / ("plane_f32_" + fr.name() + ".raw")).string();
+    std::ofstream(u8, std::ios::binary)
         .write(reinterpret_cast<const char*>(plane.data()), static_cast<std::streamsize>(plane.size()));
     std::vector<float> f(plane.size());
     for (std::size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(plane[i]) / 255.0f;
-    std::ofstream(plane_f32, std::ios::binary)
+    std::ofstream(f32, std::ios::binary)
         .write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(float)));
+    planes[fr.name()] = {u8, f32};
   }
+  const std::string plane_u8 = planes.at(Frame{}.name()).first;
   const ImageInfo jinfo = probe_image(read_file(jpeg), jpeg), pinfo = probe_image(read_file(png), png);
   const std::string jpeg_label = "JPEG " + std::to_string(jinfo.width) + "x" + std::to_string(jinfo.height);
   const std::string png_label = "PNG " + std::to_string(pinfo.width) + "x" + std::to_string(pinfo.height);
@@ -506,16 +567,20 @@ int driver_main(ArgReader& args) {
   std::vector<Row> rows;
   const std::string exe = self_exe();
   std::cerr << "superpoint-rt bench: setting up " << precisions.size() << " precision(s) x " << threads.size()
-            << " thread count(s)" << (peer_python.empty() ? "" : " and the peers") << " ...\n";
+            << " thread count(s) x " << frames.size() << " frame(s)" << (peer_python.empty() ? "" : " and the peers")
+            << " ...\n";
   for (const int t : threads) {
     if (!peer_python.empty()) {
       for (const auto& peer : peers) {
         Row r;
         r.label = peer == "ort" ? "ONNX Runtime fp32" : "PyTorch fp32";
         r.threads = t;
-        r.forward = std::make_unique<Child>(std::vector<std::string>{
-            peer_python, peer_script, "--peer", peer, "--threads", std::to_string(t), "--weights", weights_dir,
-            "--plane", plane_f32, "--warmup", std::to_string(warmup)});
+        for (const Frame& fr : frames)
+          r.forwards.emplace_back(
+              fr, std::make_unique<Child>(std::vector<std::string>{
+                      peer_python, peer_script, "--peer", peer, "--threads", std::to_string(t), "--weights",
+                      weights_dir, "--plane", planes.at(fr.name()).second, "--height", std::to_string(fr.h), "--width",
+                      std::to_string(fr.w), "--warmup", std::to_string(warmup)}));
         rows.push_back(std::move(r));
       }
     }
@@ -525,13 +590,16 @@ int driver_main(ArgReader& args) {
       r.ours = true;
       r.threads = t;
       const std::vector<std::string> common{"--weights-dir", weights_dir,       "--precision", p,
-                                            "--threads",     std::to_string(t), "--warmup",    std::to_string(warmup),
-                                            "--plane",       plane_u8};
-      std::vector<std::string> fwd{exe, "bench", "--worker", "forward"}, rq{exe, "bench", "--worker", "request"};
-      fwd.insert(fwd.end(), common.begin(), common.end());
+                                            "--threads",     std::to_string(t), "--warmup",    std::to_string(warmup)};
+      for (const Frame& fr : frames) {
+        std::vector<std::string> fwd{exe, "bench", "--worker", "forward"};
+        fwd.insert(fwd.end(), common.begin(), common.end());
+        fwd.insert(fwd.end(), {"--plane", planes.at(fr.name()).first, "--frame", fr.name()});
+        r.forwards.emplace_back(fr, std::make_unique<Child>(fwd));
+      }
+      std::vector<std::string> rq{exe, "bench", "--worker", "request"};
       rq.insert(rq.end(), common.begin(), common.end());
-      rq.insert(rq.end(), {"--jpeg", jpeg, "--png", png});
-      r.forward = std::make_unique<Child>(fwd);
+      rq.insert(rq.end(), {"--plane", plane_u8, "--jpeg", jpeg, "--png", png});
       r.request = std::make_unique<Child>(rq);
       rows.push_back(std::move(r));
     }
@@ -543,10 +611,12 @@ int driver_main(ArgReader& args) {
   // installed, or a precision this CPU lacks (bf16 and int8 need AVX-512); fp32 must run.
   for (auto it = rows.begin(); it != rows.end();) {
     bool ok = true;
-    for (Child* c : {it->forward.get(), it->request.get()}) {
-      if (!c) continue;
+    std::vector<Child*> children;
+    for (const auto& [fr, c] : it->forwards) children.push_back(c.get());
+    if (it->request) children.push_back(it->request.get());
+    for (Child* c : children) {
       const json r = c->read();
-      if (r.is_null() || !r.value("ready", false)) {
+      if ((r.is_null() || !r.value("ready", false)) && ok) {  // one note per row (every process says the same)
         ok = false;
         const std::string why = r.is_null() ? "the process ended (message above)" : r.value("why", r.dump());
         if (it->label == "ours fp32") throw Error(ErrorKind::Internal, "bench: ours fp32 could not start: " + why);
@@ -557,7 +627,7 @@ int driver_main(ArgReader& args) {
   }
 
   // Interleaved rounds.
-  const std::vector<std::string> request_kinds{"plane", "jpeg", "png"};
+  const std::vector<std::string> request_kinds{"plane", "jpeg", "png", "hloc_jpeg"};
   for (int round = 0; round < rounds; ++round) {
     for (const int t : threads) {
       std::vector<Row*> order;
@@ -565,29 +635,38 @@ int driver_main(ArgReader& args) {
         if (r.threads == t) order.push_back(&r);
       if (round % 2 == 1) std::reverse(order.begin(), order.end());
       for (Row* r : order) {
-        auto take = [&](Child& c, const std::string& kind, double& rss) {
+        // `ask` is what the worker is asked ("forward" of every forward process), `kind` the series it feeds.
+        auto take = [&](Child& c, const std::string& ask, const std::string& kind, const std::string& rss_key) {
           std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));  // lets spinning pool threads sleep
-          const json j = c.ask(kind, iters);
+          const json j = c.ask(ask, iters);
           Series& s = r->series[kind];
           for (double v : j.at("ms")) s.ms.push_back(v);
           if (j.contains("nonnet_ms"))
             for (double v : j.at("nonnet_ms")) s.nonnet_ms.push_back(v);
+          if (j.contains("forward"))
+            for (double v : j.at("forward")) s.net_ms.push_back(v);
           s.cpu_ms += j.value("cpu_ms", 0.0);
+          double& rss = r->rss[rss_key];
           rss = std::max(rss, j.value("peak_rss_mb", 0.0));
-          if (j.contains("plan")) r->plan = j.at("plan").get<std::string>();
+          if (kind.rfind("forward_", 0) != 0 && kind != "hloc_jpeg" && j.contains("plan"))
+            r->plan = j.at("plan").get<std::string>();
+          if (kind == "hloc_jpeg" && j.contains("network_size")) r->hloc_network = j.at("network_size");
         };
-        take(*r->forward, "forward", r->rss_forward);
+        for (auto& [fr, c] : r->forwards) take(*c, "forward", fr.kind(), fr.kind());
         if (r->request)
-          for (const auto& k : request_kinds) take(*r->request, k, r->rss_request);
+          for (const auto& k : request_kinds) take(*r->request, k, k, "request");
       }
     }
     std::cerr << "round " << round + 1 << "/" << rounds << " done\n";
   }
 
   // The table.
+  const util::PrecisionAdvice fastest = util::fastest_precision();
   std::ostringstream out;
   out << "superpoint-rt " << version() << " bench, " << cpu_model() << ", " << std::thread::hardware_concurrency()
       << " logical CPUs, " << now_string() << "\n"
+      << "CPU units: " << util::cpu_units_string() << "\n"
+      << "fastest precision here: " << fastest.precision << " (" << fastest.why << ")\n"
       << rounds << " interleaved rounds x " << iters << " iterations per cell; ms of wall clock (p50 = median);\n"
       << "x ORT = forward p50 / ONNX Runtime forward p50 at the same thread count; x fwd = JPEG request p50 / this "
          "row's forward p50;\nRSS = peak resident MB of the forward / request process; plane = the JPEG's 480x640 "
@@ -616,17 +695,22 @@ int driver_main(ArgReader& args) {
                     fmt(fwd, 7).c_str(), fmt(p("forward", 90), 7).c_str(), fmt(fwd / ort, 6, 3).c_str(),
                     fmt(p("plane", 50), 7).c_str(), fmt(p("plane", 90), 7).c_str(), fmt(p("jpeg", 50), 7).c_str(),
                     fmt(p("jpeg", 90), 7).c_str(), fmt(p("jpeg", 50) / fwd, 6, 3).c_str(), fmt(p("png", 50), 7).c_str(),
-                    fmt(p("png", 90), 7).c_str(), fmt(r.rss_forward, 6, 0).c_str(),
-                    fmt(r.request ? r.rss_request : std::nan(""), 6, 0).c_str());
+                    fmt(p("png", 90), 7).c_str(), fmt(r.rss_of("forward"), 6, 0).c_str(),
+                    fmt(r.rss_of("request"), 6, 0).c_str());
       out << line << "\n";
-      json rj{{"row", r.label}, {"threads", t}, {"peak_rss_mb_forward", r.rss_forward}, {"plan", r.plan}};
-      if (r.request) rj["peak_rss_mb_request"] = r.rss_request;
+      json rj{{"row", r.label}, {"threads", t}, {"peak_rss_mb_forward", r.rss_of("forward")}, {"plan", r.plan}};
+      if (r.request) rj["peak_rss_mb_request"] = r.rss_of("request");
       for (const auto& [kind, s] : r.series) {
         rj[kind] = {{"ms", s.ms}, {"p50", percentile(s.ms, 50)}, {"p90", percentile(s.ms, 90)}, {"cpu_ms", s.cpu_ms}};
         if (!s.nonnet_ms.empty()) {
           rj[kind]["nonnet_ms"] = s.nonnet_ms;
           rj[kind]["nonnet_p50"] = percentile(s.nonnet_ms, 50);
         }
+        if (!s.net_ms.empty()) {
+          rj[kind]["forward_ms"] = s.net_ms;
+          rj[kind]["forward_p50"] = percentile(s.net_ms, 50);
+        }
+        if (kind.rfind("forward_", 0) == 0) rj[kind]["peak_rss_mb"] = r.rss_of(kind);
       }
       if (!std::isnan(ort)) rj["forward_vs_ort"] = fwd / ort;
       rows_json.push_back(rj);
@@ -639,13 +723,108 @@ int driver_main(ArgReader& args) {
     for (const auto& k : request_kinds) out << " " << k << " " << fmt(percentile(r.series.at(k).nonnet_ms, 50), 0, 2);
     out << "\n";
   }
+
+  // The network frames: forward p50 per frame, x ORT at that frame, and the cost per pixel against 640x480; then
+  // the hloc request on the JPEG (its network part's cost per pixel against the 640x480 forward, too).
+  std::array<int, 2> hloc_net{0, 0};
+  for (const auto& r : rows)
+    if (r.request) hloc_net = r.hloc_network;
+  const std::string hloc_label = std::string(kHlocPreset) + " on the " + jpeg_label + " (network " +
+                                 std::to_string(hloc_net[1]) + "x" + std::to_string(hloc_net[0]) + ")";
+  out << "\nnetwork frames: forward p50 ms; x ORT = this p50 / ONNX Runtime's at the same frame and thread count;\n"
+         "cost/px = (p50 / this row's 640x480 p50) / (pixels / 640x480 pixels); hloc = the request with preset\n"
+      << hloc_label << ": p50, its network part's p50 (net) and that part's cost/px\n\n";
+  std::string h1 = std::string(26, ' '), h2, sep;
+  {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%-7s %-18s", "threads", "row");
+    h2 = buf;
+    for (const Frame& fr : frames) {
+      std::snprintf(buf, sizeof buf, " | %-22s", ("forward " + fr.name()).c_str());
+      h1 += buf;
+      std::snprintf(buf, sizeof buf, " | %7s %6s %7s", "p50", "x ORT", "cost/px");
+      h2 += buf;
+    }
+    std::snprintf(buf, sizeof buf, " | %-23s", "hloc request");
+    h1 += buf;
+    std::snprintf(buf, sizeof buf, " | %7s %7s %7s", "p50", "net", "cost/px");
+    h2 += buf;
+  }
+  out << h1 << "\n" << h2 << "\n" << std::string(h2.size(), '-') << "\n";
+  json frames_json = json::array();
+  for (const Frame& fr : frames) frames_json.push_back(fr.name());
+  for (const int t : threads) {
+    std::map<std::string, double> ort;  // frame kind -> ONNX Runtime's p50
+    for (const auto& r : rows)
+      if (r.threads == t && r.label.rfind("ONNX", 0) == 0)
+        for (const Frame& fr : frames) ort[fr.kind()] = percentile(r.series.at(fr.kind()).ms, 50);
+    for (const auto& r : rows) {
+      if (r.threads != t) continue;
+      auto p50 = [&](const std::string& kind) {
+        const auto it = r.series.find(kind);
+        return it == r.series.end() ? std::nan("") : percentile(it->second.ms, 50);
+      };
+      const double base = p50("forward");
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "%7d %-18s", t, r.label.c_str());
+      std::string line = buf;
+      json per_frame = json::object();
+      for (const Frame& fr : frames) {
+        const double v = p50(fr.kind());
+        const double vs_ort = ort.count(fr.kind()) ? v / ort.at(fr.kind()) : std::nan("");
+        const double cost = (v / base) / (fr.pixels() / Frame{}.pixels());
+        std::snprintf(buf, sizeof buf, " | %s %s %s", fmt(v, 7).c_str(), fmt(vs_ort, 6, 3).c_str(),
+                      fmt(cost, 7, 3).c_str());
+        line += buf;
+        json fj{{"p50", v}, {"cost_per_pixel_vs_640x480", cost}};
+        if (!std::isnan(vs_ort)) fj["vs_ort"] = vs_ort;
+        per_frame[fr.name()] = fj;
+      }
+      double hloc = std::nan(""), hloc_net_p50 = std::nan(""), hloc_cost = std::nan("");
+      if (const auto it = r.series.find("hloc_jpeg"); it != r.series.end()) {
+        hloc = percentile(it->second.ms, 50);
+        hloc_net_p50 = percentile(it->second.net_ms, 50);
+        hloc_cost = (hloc_net_p50 / base) / (static_cast<double>(hloc_net[0]) * hloc_net[1] / Frame{}.pixels());
+      }
+      std::snprintf(buf, sizeof buf, " | %s %s %s", fmt(hloc, 7).c_str(), fmt(hloc_net_p50, 7).c_str(),
+                    fmt(hloc_cost, 7, 3).c_str());
+      line += buf;
+      out << line << "\n";
+      for (auto& rj : rows_json)
+        if (rj.at("row") == r.label && rj.at("threads") == t) {
+          rj["frames"] = per_frame;
+          if (!std::isnan(hloc))
+            rj["hloc_request"] = {
+                {"p50", hloc}, {"forward_p50", hloc_net_p50}, {"cost_per_pixel_vs_640x480", hloc_cost}};
+        }
+    }
+  }
   for (const auto& n : notes) out << "note: " << n << "\n";
   std::cout << out.str() << std::flush;
   if (!json_path.empty()) {
-    const json j{{"date", now_string()}, {"cpu", cpu_model()}, {"cpu_features", util::cpu_features_string()},
-                 {"rounds", rounds},     {"iters", iters},     {"warmup", warmup},
-                 {"jpeg", jpeg},         {"png", png},         {"weights_dir", weights_dir},
-                 {"rows", rows_json},    {"notes", notes},     {"table", out.str()}};
+    const util::CpuFeatures& cf = util::cpu_features();
+    const json units{{"avx2", cf.avx2},
+                     {"fma", cf.fma},
+                     {"avx512", cf.avx512()},
+                     {"avx512_vnni", cf.avx512_vnni},
+                     {"avx512_bf16", cf.avx512_bf16},
+                     {"amx", cf.amx}};
+    const json j{{"date", now_string()},
+                 {"cpu", cpu_model()},
+                 {"cpu_features", util::cpu_features_string()},
+                 {"cpu_units", units},
+                 {"fastest_precision", {{"precision", fastest.precision}, {"why", fastest.why}}},
+                 {"rounds", rounds},
+                 {"iters", iters},
+                 {"warmup", warmup},
+                 {"jpeg", jpeg},
+                 {"png", png},
+                 {"frames", frames_json},
+                 {"hloc_request", {{"preset", kHlocPreset}, {"image", jpeg}, {"network_size", hloc_net}}},
+                 {"weights_dir", weights_dir},
+                 {"rows", rows_json},
+                 {"notes", notes},
+                 {"table", out.str()}};
     std::ofstream f(json_path);
     f << j.dump(1) << "\n";
     if (!f.flush()) throw Error(ErrorKind::Io, "bench: cannot write " + json_path);

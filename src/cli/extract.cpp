@@ -21,14 +21,15 @@ constexpr const char* kUsage =
     "         [--out DIR] [--format npz|json] [--plot]\n"
     "         [--weights DIR|REPO] [--revision R] [--cache-dir DIR] [--local-files-only] [--threads N]\n"
     "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]...\n"
-    "         [--max-keypoints -1..307200] [--keypoint-threshold 0..1] [--nms-radius 0..32]\n"
-    "         [--no-descriptors] [--grayscale] [--workers N] [--max-pixels N] [--quiet] [--verbose]\n"
+    "         [--preset NAME] [per-request parameters below] [--workers N] [--max-pixels N] [--quiet] [--verbose]\n"
     "Folders are walked recursively (files matching --glob, default the image extensions); images are processed in\n"
     "name order. --output writes hloc's feature-file layout (one group per image named by its path relative to the\n"
     "image root: keypoints (N,2), scores (N,), descriptors (256,N), image_size (W,H)), crash-safely; a report goes\n"
     "to FEATURES.h5.report.json (or --report). --shard I/N processes every N-th image starting at I.\n"
     "--out DIR writes DIR/<image file name>.npz (keypoints, scores, descriptors, image_size) or .json per image,\n"
     "and DIR/<image file name>.png with the keypoints drawn when --plot is given.\n"
+    "-o X is --output X when X ends in .h5 or .hdf5, else --out X. With --preset hloc:superpoint_aachen (or _max,\n"
+    "_inloc) and --as-half the feature file is the one hloc's extract_features.main writes (docs/PRESETS.md).\n"
     "Exit code 1 when some images failed (each named in the report and on stderr).\n";
 
 std::string fmt_duration(double s) {
@@ -83,11 +84,19 @@ int extract_main(int argc, char** argv) {
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "-h" || a == "--help") {
-      std::cout << kUsage;
+      std::cout << kUsage << "per-request parameters (docs/PARAMETERS.md; defaults per preset: superpoint-rt params):\n"
+                << param_flags_help();
       return 0;
     }
     if (parse_model_flag(args, a, options) || parse_param_flag(args, a, params)) continue;
-    if (a == "--out" || a == "-o")
+    if (a == "-o") {
+      // hloc users write `-o feats.h5`; everyone else a folder.
+      const std::string v = args.value(a);
+      const auto ends = [&](const std::string& e) {
+        return v.size() >= e.size() && v.compare(v.size() - e.size(), e.size(), e) == 0;
+      };
+      (ends(".h5") || ends(".hdf5") ? config.output : out_dir) = v;
+    } else if (a == "--out")
       out_dir = args.value(a);
     else if (a == "--format") {
       format = args.value(a);

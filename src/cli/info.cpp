@@ -1,4 +1,5 @@
-// superpoint-rt info: version, backend, CPU features in use, weights location.
+// superpoint-rt info: version, backend, CPU features in use (and the units that decide the fastest precision),
+// weights location.
 #include <iostream>
 
 #include "cli/args.hpp"
@@ -16,6 +17,9 @@ int info_main(int argc, char** argv) {
   }
   std::cout << "superpoint-rt " << version() << "\n";
   std::cout << "cpu features: " << util::cpu_features_string() << "\n";
+  const util::PrecisionAdvice fastest = util::fastest_precision();
+  std::cout << "CPU units: " << util::cpu_units_string() << "\n"
+            << "fastest precision here: " << fastest.precision << " (" << fastest.why << ")\n";
   try {
     SuperPoint model = SuperPoint::from_pretrained(options);
     const ModelInfo& m = model.info();

@@ -453,7 +453,8 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
       ctx.fplanes[si] = ctx.fplanes[0];
       continue;
     }
-    auto& out = ctx.fplanes[si];
+    // One plane is the network input itself (no copy); three are combined in step 4.
+    auto& out = nplanes == 1 ? ctx.input : ctx.fplanes[si];
     out.resize(n);
     if (rp.interpolation == Interpolation::PilBilinear) {
       auto& dst = ctx.planes[si];
@@ -496,16 +497,18 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
       for (auto& v : out) v = v / 255.0f;  // hloc: image / 255.0 on float32
   }
 
-  // Step 4: the network input: the plane, or the luma of three.
+  // Step 4: the network input: the plane (already in ctx.input), or the luma of three.
+  p.timing.preprocess = ms_since(t1);
+  if (nplanes == 1) return p;
   ctx.input.resize(n);
   const float* r = ctx.fplanes[0].data();
-  if (nplanes == 3 && rp.pixels == PixelPath::CvColorLuma) {
+  if (rp.pixels == PixelPath::CvColorLuma) {
     // kornia rgb_to_grayscale: w_r * r + w_g * g + w_b * b with float32 weights (0.299, 0.587, 0.114), evaluated
     // left to right in float32 (-ffp-contract=off: no FMA).
     const float* g = ctx.fplanes[1].data();
     const float* b = ctx.fplanes[2].data();
     for (std::size_t i = 0; i < n; ++i) ctx.input[i] = (0.299f * r[i] + 0.587f * g[i]) + 0.114f * b[i];
-  } else if (nplanes == 3) {
+  } else {
     const float* g = ctx.fplanes[1].data();
     const float* b = ctx.fplanes[2].data();
     // HF's original processor skips the conversion when the three channels are equal everywhere.
@@ -517,8 +520,6 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
     } else {
       std::memcpy(ctx.input.data(), r, bytes);
     }
-  } else {
-    std::memcpy(ctx.input.data(), r, n * sizeof(float));
   }
   p.timing.preprocess = ms_since(t1);
   return p;
@@ -544,8 +545,8 @@ Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_networ
   // the descriptor map) and costs a few ms against the forward, so concurrent requests lose little; their decode and
   // resize still overlap this network.
   std::lock_guard<std::mutex> lock(executor_mu_);
+  const auto t0 = Clock::now();  // a frame's first request plans its network: that time counts as forward
   backend::Executor& ex = executor_for(p.frame_w, p.frame_h);
-  const auto t0 = Clock::now();
   if (!reuse_network_output) {
     std::memcpy(ex.input(), ctx.input.data(), ctx.input.size() * sizeof(float));
     ex.run(rp.return_descriptors);

@@ -45,7 +45,7 @@ const std::array<ParamSpec, 11> kParams{{
      1,
      {},
      "true, false",
-     "compute the 256-d descriptors (false: the descriptor head does not run)",
+     "return the 256-d descriptors; false (CLI --no-descriptors) skips the descriptor head entirely",
      false},
     {"bgr", ParamType::Bool, 0, 1, {}, "true, false", "3/4-channel pixel arrays are in OpenCV (B, G, R) order", false},
     {"grayscale",

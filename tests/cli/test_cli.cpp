@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
 
 #include "common/test_util.hpp"
 #include "superpoint_rt/superpoint.hpp"
@@ -27,6 +30,38 @@ std::string weights() {
 }
 std::string img(const std::string& n) {
   return sprt_test::images_dir() + "/" + n;
+}
+
+// The "CPU units: ..." line that info and bench must print, built from /proc/cpuinfo's flags (what the kernel
+// reports), independently of the product's CPUID detection. ISA caps the AVX-512 units as SUPERPOINT_RT_ISA=avx2.
+struct CpuinfoUnits {
+  std::set<std::string> flags;
+  bool has(const char* f) const { return flags.count(f) != 0; }
+  bool avx512() const { return has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq"); }
+  std::string line(bool capped_avx2 = false) const {
+    auto yn = [](bool b) { return b ? " yes" : " no"; };
+    const bool z = !capped_avx2;
+    return std::string("CPU units: AVX2") + yn(has("avx2")) + ", FMA" + yn(has("fma")) + ", AVX-512" +
+           yn(z && avx512()) + ", VNNI" + yn(z && has("avx512_vnni")) + ", AVX512-BF16" + yn(z && has("avx512_bf16")) +
+           ", AMX" + yn(z && has("amx_tile"));
+  }
+  std::string fastest(bool capped_avx2 = false) const {
+    return std::string("fastest precision here: ") +
+           (!capped_avx2 && avx512() && has("avx512_vnni") ? "int8 (" : "fp32 (");
+  }
+};
+
+CpuinfoUnits cpuinfo_units() {
+  CpuinfoUnits u;
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream in(line.substr(line.find(':') + 1));
+      for (std::string w; in >> w;) u.flags.insert(w);
+      break;
+    }
+  return u;
 }
 
 TEST(Cli, ExtractWritesNpzEqualToTheLibrary) {
@@ -127,6 +162,18 @@ TEST(Cli, InfoAndQuickstart) {
   EXPECT_NE(log.find("backend: onednn"), std::string::npos) << log;
   EXPECT_NE(log.find("cpu features"), std::string::npos) << log;
   EXPECT_NE(log.find(sprt_test::weights_dir()), std::string::npos) << log;
+  // The units that decide the precision, consistent with the kernel's flags, and the fastest precision they allow.
+  const CpuinfoUnits units = cpuinfo_units();
+  ASSERT_FALSE(units.flags.empty()) << "no flags line in /proc/cpuinfo";
+  EXPECT_NE(log.find(units.line() + "\n"), std::string::npos) << units.line() << "\n" << log;
+  EXPECT_NE(log.find(units.fastest()), std::string::npos) << units.fastest() << "\n" << log;
+  if (units.fastest().find("int8") != std::string::npos) {
+    EXPECT_NE(log.find("Quality of the fast precisions"), std::string::npos) << log;
+  }
+  ASSERT_EQ(sprt_test::run_command("SUPERPOINT_RT_ISA=avx2 " + cli() + "info" + weights(), &log), 0) << log;
+  EXPECT_NE(log.find(units.line(true) + "\n"), std::string::npos) << units.line(true) << "\n" << log;
+  EXPECT_NE(log.find("fastest precision here: fp32 (bf16 needs avx512_bf16, int8 needs AVX-512"), std::string::npos)
+      << log;
   sprt_test::TempDir out;
   ASSERT_EQ(sprt_test::run_command(cli() + "quickstart --out-dir " + out.path() + weights(), &log), 0) << log;
   for (const char* f : {"keypoints.png", "keypoints.json", "descriptors.npy", "input.png"})
@@ -161,11 +208,20 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   sprt_test::TempDir out;
   const std::string json_path = out.file("bench.json");
   std::string log;
+  // One small extra frame keeps the test quick (the default frames are 1024x768 and 1600x1200).
   const std::string args = " --rounds 1 --iters 2 --warmup 0 --threads 1 --precisions fp32 --peer-python '' --jpeg " +
-                           img("berlin01_1600x900.jpg") + " --png " + img("icl_250.png") + " --json " + json_path;
+                           img("berlin01_1600x900.jpg") + " --png " + img("icl_250.png") + " --json " + json_path +
+                           " --frames 320x240";
   ASSERT_EQ(sprt_test::run_command(cli() + "bench" + args + weights(), &log), 0) << log;
-  for (const char* s : {"forward 480x640", "JPEG 1600x900", "PNG 640x480", "x ORT", "ours fp32", "no peer Python"})
+  for (const char* s :
+       {"forward 480x640", "JPEG 1600x900", "PNG 640x480", "x ORT", "ours fp32", "no peer Python", "forward 640x480",
+        "forward 320x240", "cost/px", "hloc request", "hloc:superpoint_aachen on the JPEG 1600x900 (network 1024x576)"})
     EXPECT_NE(log.find(s), std::string::npos) << s << "\n" << log;
+  const CpuinfoUnits units = cpuinfo_units();
+  const auto units_at = log.find(units.line() + "\n");
+  EXPECT_NE(units_at, std::string::npos) << units.line() << "\n" << log;
+  EXPECT_LT(units_at, log.find("forward 480x640")) << "the units line comes above the table\n" << log;
+  EXPECT_NE(log.find(units.fastest()), std::string::npos) << units.fastest() << "\n" << log;
   const auto j = nlohmann::json::parse(sprt_test::read_bytes(json_path));
   ASSERT_EQ(j.at("rows").size(), 1u);
   const auto& row = j.at("rows")[0];
@@ -177,6 +233,28 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   EXPECT_GT(row.at("peak_rss_mb_forward").get<double>(), 10.0);
   EXPECT_GT(row.at("peak_rss_mb_request").get<double>(), 10.0);
   EXPECT_NE(row.at("plan").get<std::string>().find("conv1a"), std::string::npos);
+  // The network frames and the hloc request: new keys beside the 640x480 ones.
+  EXPECT_EQ(j.at("frames"), nlohmann::json::array({"640x480", "320x240"}));
+  ASSERT_EQ(row.at("forward_320x240").at("ms").size(), 2u);
+  const auto& frame = row.at("frames").at("320x240");
+  EXPECT_NEAR(frame.at("p50").get<double>(), row.at("forward_320x240").at("p50").get<double>(), 1e-9);
+  EXPECT_NEAR(frame.at("cost_per_pixel_vs_640x480").get<double>(),
+              frame.at("p50").get<double>() / row.at("forward").at("p50").get<double>() / 0.25, 1e-9);
+  EXPECT_DOUBLE_EQ(row.at("frames").at("640x480").at("cost_per_pixel_vs_640x480").get<double>(), 1.0);
+  EXPECT_FALSE(frame.contains("vs_ort"));  // no peers
+  ASSERT_EQ(row.at("hloc_jpeg").at("ms").size(), 2u);
+  EXPECT_GT(row.at("hloc_jpeg").at("forward_p50").get<double>(), 0.0);
+  EXPECT_GT(row.at("hloc_request").at("p50").get<double>(), 0.0);
+  EXPECT_EQ(j.at("hloc_request").at("preset"), "hloc:superpoint_aachen");
+  EXPECT_EQ(j.at("hloc_request").at("network_size"), nlohmann::json::array({576, 1024}));
+  const auto& ju = j.at("cpu_units");
+  EXPECT_EQ(ju.at("avx2").get<bool>(), units.has("avx2"));
+  EXPECT_EQ(ju.at("fma").get<bool>(), units.has("fma"));
+  EXPECT_EQ(ju.at("avx512").get<bool>(), units.avx512());
+  EXPECT_EQ(ju.at("avx512_vnni").get<bool>(), units.has("avx512_vnni"));
+  EXPECT_EQ(ju.at("avx512_bf16").get<bool>(), units.has("avx512_bf16"));
+  EXPECT_EQ(ju.at("amx").get<bool>(), units.has("amx_tile"));
+  EXPECT_NE(units.fastest().find(j.at("fastest_precision").at("precision").get<std::string>()), std::string::npos);
 
   // A precision name the product does not have and an unknown option are usage errors that name them.
   EXPECT_EQ(
@@ -186,6 +264,11 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   EXPECT_NE(log.find("fp64"), std::string::npos) << log;
   EXPECT_EQ(sprt_test::run_command(cli() + "bench --frobnicate", &log), 2) << log;
   EXPECT_NE(log.find("--frobnicate"), std::string::npos) << log;
+  for (const char* bad : {"1024x76a", "10x10", "640"}) {
+    EXPECT_EQ(sprt_test::run_command(cli() + "bench --frames " + bad + " --peer-python ''" + weights(), &log), 2)
+        << log;
+    EXPECT_NE(log.find(bad), std::string::npos) << log;
+  }
   EXPECT_EQ(sprt_test::run_command(cli() + "bench --help", &log), 0) << log;
 
   // A precision this CPU lacks (int8 needs AVX-512; SUPERPOINT_RT_ISA=avx2 caps the kernels as on such a CPU) drops
@@ -196,6 +279,7 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
       << log;
   EXPECT_NE(log.find("ours int8 at 2 thread(s) not measured"), std::string::npos) << log;
   EXPECT_NE(log.find("ours fp32"), std::string::npos) << log;
+  EXPECT_NE(log.find(units.line(true) + "\n"), std::string::npos) << units.line(true) << "\n" << log;
 }
 
 }  // namespace

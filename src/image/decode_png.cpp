@@ -123,6 +123,22 @@ bool read_row(PngGuard* g, png_bytep row) {
   return true;
 }
 
+// Every row, pass by pass (png_read_image's loop), into rows of `out` allocated as they are decoded. Interlaced
+// files: every pass visits every row; a row outside the pass (or a pass without columns) is not written, so it gets
+// no storage.
+void read_rows(PngGuard& g, const Ihdr& h, OutputRows& out, const std::string& name) {
+  const int passes = h.interlace != PNG_INTERLACE_NONE ? PNG_INTERLACE_ADAM7_PASSES : 1;
+  const int hh = static_cast<int>(h.height);
+  for (int pass = 0; pass < passes; ++pass) {
+    const bool columns = passes == 1 || PNG_PASS_COLS(h.width, pass) > 0;
+    for (int y = 0; y < hh; ++y) {
+      const bool written = passes == 1 || (columns && PNG_ROW_IN_INTERLACE_PASS(y, pass));
+      if (!read_row(&g, written ? out.row(y) : nullptr))
+        fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
+    }
+  }
+}
+
 // Bytes of one unfiltered row as the file stores it (libpng keeps two of these: the row and the previous one).
 std::uint64_t raw_row_bytes(const Ihdr& h) {
   int samples = 1;
@@ -172,19 +188,8 @@ Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
 
   const int ch = decoded_channels(h);
   const int w = static_cast<int>(h.width), hh = static_cast<int>(h.height);
-  // Row by row (png_read_image's loop), into rows allocated as they are decoded. Interlaced files: every pass
-  // visits every row; a row outside the pass (or a pass without columns) is not written, so it gets no storage.
   OutputRows out(ImageFormat::PNG, name, w, hh, ch == 1 ? PixelFormat::Gray : PixelFormat::RGB);
-  const int passes = h.interlace != PNG_INTERLACE_NONE ? PNG_INTERLACE_ADAM7_PASSES : 1;
-  for (int pass = 0; pass < passes; ++pass) {
-    const bool columns = passes == 1 || PNG_PASS_COLS(h.width, pass) > 0;
-    for (int y = 0; y < hh; ++y) {
-      const bool written = passes == 1 || (columns && PNG_ROW_IN_INTERLACE_PASS(y, pass));
-      if (!read_row(&g, written ? out.row(y) : nullptr)) {
-        fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
-      }
-    }
-  }
+  read_rows(g, h, out, name);
   Image im = out.finish();
   const std::size_t stride = out.stride();
 
@@ -304,18 +309,8 @@ Image decode_png_cv2(Bytes b, const std::string& name, std::int64_t max_pixels, 
          "unsupported bit depth " + std::to_string(h.depth) + " / colour type " + std::to_string(h.color_type));
   }
   const int w = static_cast<int>(h.width), hh = static_cast<int>(h.height);
-  // png_read_image's loop, as decode_png (rows outside an interlace pass are not written and get no storage).
   OutputRows out(ImageFormat::PNG, name, w, hh, gray ? PixelFormat::Gray : PixelFormat::RGB);
-  const int passes = h.interlace != PNG_INTERLACE_NONE ? PNG_INTERLACE_ADAM7_PASSES : 1;
-  for (int pass = 0; pass < passes; ++pass) {
-    const bool columns = passes == 1 || PNG_PASS_COLS(h.width, pass) > 0;
-    for (int y = 0; y < hh; ++y) {
-      const bool written = passes == 1 || (columns && PNG_ROW_IN_INTERLACE_PASS(y, pass));
-      if (!read_row(&g, written ? out.row(y) : nullptr)) {
-        fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
-      }
-    }
-  }
+  read_rows(g, h, out, name);
   if (!read_end_cv2(&g, end.info, orientation)) fail(ErrorKind::DecodeError, ImageFormat::PNG, name, g.src.message);
   return out.finish();
 }

@@ -35,7 +35,8 @@ struct Context {
   image::FloatResizeScratch fresize;
   std::vector<float> input;             // the normalised network input, frame_h x frame_w
   std::vector<std::uint8_t> cell_mark;  // post::normalize_sampled_cells scratch
-  std::vector<float> heat;
+  std::vector<float> heat;              // step 6's scores, 8 Hc x 8 Wc
+  std::vector<float> dense;             // the descriptor head's output, Hc x Wc x D (a copy: the executor's is reused)
   post::NmsScratch nms_scratch;
   std::vector<post::Keypoint> keypoints;
 };
@@ -525,7 +526,32 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
   return p;
 }
 
-Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_network_output) {
+void Engine::network(Prepared& p, const ResolvedParams& rp, bool reuse_network_output) {
+  engine::Context& ctx = *p.ctx;
+  const int hc = p.frame_h / 8, wc = p.frame_w / 8;
+  // The network lock covers the forward, the scores (step 6, which read the logits) and a copy of the descriptor
+  // map: the executor's output buffers are rewritten by the next request, and the rest of the post-processing
+  // (NMS, top-k, normalisation, sampling: steps 7-11) then runs without the lock, beside the next forward.
+  std::lock_guard<std::mutex> lock(executor_mu_);
+  const auto t0 = Clock::now();  // a frame's first request plans its network: that time counts as forward
+  backend::Executor& ex = executor_for(p.frame_w, p.frame_h);
+  if (!reuse_network_output) {
+    std::memcpy(ex.input(), ctx.input.data(), ctx.input.size() * sizeof(float));
+    ex.run(rp.return_descriptors);
+  }
+  p.timing.forward = ms_since(t0);
+  const auto t1 = Clock::now();
+  ctx.heat.resize(static_cast<std::size_t>(8 * wc) * static_cast<std::size_t>(8 * hc));
+  post::scores_from_logits(ex.logits(), hc, wc, ctx.heat.data());  // step 6
+  if (rp.return_descriptors) {
+    const std::size_t n = static_cast<std::size_t>(hc) * wc * weights_config_.descriptor_decoder_dim;
+    ctx.dense.resize(n);
+    std::memcpy(ctx.dense.data(), ex.descriptors(), n * sizeof(float));
+  }
+  p.timing.postprocess = ms_since(t1);
+}
+
+Features Engine::postprocess(Prepared& p, const ResolvedParams& rp) {
   engine::Context& ctx = *p.ctx;
   Features f;
   f.timing_ms = p.timing;
@@ -541,21 +567,7 @@ Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_networ
   const int dim = weights_config_.descriptor_decoder_dim;
   f.descriptor_dim = dim;
 
-  // Steps 5-11 hold the network lock: the post-processing reads the executor's output buffers directly (no copy of
-  // the descriptor map) and costs a few ms against the forward, so concurrent requests lose little; their decode and
-  // resize still overlap this network.
-  std::lock_guard<std::mutex> lock(executor_mu_);
-  const auto t0 = Clock::now();  // a frame's first request plans its network: that time counts as forward
-  backend::Executor& ex = executor_for(p.frame_w, p.frame_h);
-  if (!reuse_network_output) {
-    std::memcpy(ex.input(), ctx.input.data(), ctx.input.size() * sizeof(float));
-    ex.run(rp.return_descriptors);
-  }
-  f.timing_ms.forward = ms_since(t0);
-
   const auto t2 = Clock::now();
-  ctx.heat.resize(static_cast<std::size_t>(w8) * h8);
-  post::scores_from_logits(ex.logits(), hc, wc, ctx.heat.data());  // step 6
   // hloc / LightGlue (SuperGlue's top_k_keypoints): when at most k points pass they stay in the raster order of
   // torch.nonzero; only a cut sorts them (torch.topk). Asking for k + 1 tells the two cases apart.
   const bool raster = rp.output != OutputConvention::Hf;
@@ -598,15 +610,20 @@ Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_networ
     }
   }
   if (rp.return_descriptors) {  // step 11
-    float* dense = ex.descriptors();
+    float* dense = ctx.dense.data();
     // Only the cells the sampler reads are normalised (same bits as normalising all hc * wc).
     post::normalize_sampled_cells(dense, hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n), ctx.cell_mark);
     f.descriptors.resize(n * static_cast<std::size_t>(dim));
     post::sample_descriptors(dense, hc, wc, dim, ctx.keypoints.data(), static_cast<int>(n), f.descriptors.data());
     f.has_descriptors = true;
   }
-  f.timing_ms.postprocess = ms_since(t2);
+  f.timing_ms.postprocess += ms_since(t2);
   return f;
+}
+
+Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_network_output) {
+  network(p, rp, reuse_network_output);
+  return postprocess(p, rp);
 }
 
 Features Engine::run(const ImageInput& image, const Params& request) {
@@ -672,10 +689,13 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
     return out;
   }
 
-  // Workers prepare up to num_workers + 1 images ahead; this thread runs the network and the post-processing in
-  // input order.
+  // Three stages: the workers prepare up to num_workers + 1 images ahead; this thread runs the network in input
+  // order; the workers then post-process each image (steps 7-12) while this thread runs the next forward. At most
+  // `ahead` post-processings are pending, so the contexts in flight stay bounded (2 * ahead + 1).
   engine::ThreadPool& workers = pool(num_workers);
   std::vector<std::future<Prepared>> pending(images.size());
+  std::vector<std::future<Features>> done(images.size());
+  out.resize(images.size(), Error(ErrorKind::Internal, "not processed"));
   const std::size_t ahead = static_cast<std::size_t>(num_workers) + 1;
   std::size_t submitted = 0;
   auto submit_upto = [&](std::size_t limit) {
@@ -684,26 +704,60 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
       pending[submitted] = workers.submit([&prepare_one, in] { return prepare_one(*in); });
     }
   };
+  auto post_one = [this, &params](const std::shared_ptr<Prepared>& p) {
+    Features f = postprocess(*p, params);
+    release_context(std::move(p->ctx));
+    return f;
+  };
+  auto oom = [&](std::size_t i) {
+    return Error(ErrorKind::TooLarge, images[i].describe() + ": out of memory while processing the image");
+  };
+  bool stop = false;  // stop_at_first_error and an image failed: later images are drained, not run
+  auto fail = [&](std::size_t i, Error e) {
+    out[i] = std::move(e);
+    stop = stop || stop_at_first_error;
+  };
+  std::size_t collected = 0;  // the post-processings of images [0, collected) are done
+  auto collect_upto = [&](std::size_t limit) {
+    for (; collected < limit; ++collected) {
+      if (!done[collected].valid()) continue;
+      try {
+        out[collected] = done[collected].get();
+      } catch (const Error& e) {
+        fail(collected, e);
+      } catch (const std::bad_alloc&) {
+        fail(collected, oom(collected));
+      }
+    }
+  };
   submit_upto(ahead);
-  std::exception_ptr first_error;
   for (std::size_t i = 0; i < images.size(); ++i) {
     submit_upto(i + 1 + ahead);
+    if (i >= ahead) collect_upto(i - ahead);
     try {
-      Prepared p = pending[i].get();
-      if (first_error) {
-        release_context(std::move(p.ctx));
-        continue;
-      }
-      out.emplace_back(finish_one(p));
-    } catch (const Error& e) {
-      if (stop_at_first_error) {
-        if (!first_error) first_error = std::current_exception();
+      auto p = std::make_shared<Prepared>(pending[i].get());
+      if (stop) {
+        release_context(std::move(p->ctx));
         continue;  // drain the futures that were submitted (they reference `images`)
       }
-      out.emplace_back(e);
+      try {
+        network(*p, params, false);
+      } catch (...) {
+        release_context(std::move(p->ctx));
+        throw;
+      }
+      done[i] = workers.submit([&post_one, p] { return post_one(p); });
+    } catch (const Error& e) {
+      fail(i, e);
+    } catch (const std::bad_alloc&) {
+      fail(i, oom(i));
     }
   }
-  if (first_error) std::rethrow_exception(first_error);
+  collect_upto(images.size());
+  if (stop) {  // the first failing image in input order, as the serial path throws it
+    for (auto& r : out)
+      if (auto* e = std::get_if<Error>(&r)) throw *e;
+  }
   return out;
 }
 

@@ -55,6 +55,9 @@ class Engine {
   backend::Executor& executor_for(int width, int height);  // holds executor_mu_
   Prepared prepare(const ImageInput& image, const ResolvedParams& params);
   std::vector<backend::CalibrationPlane> calibration_planes(const std::vector<ImageInput>& images);
+  // finish = network (steps 5-6 and a copy of the descriptor map, under the network lock) + postprocess (7-12).
+  void network(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output);
+  Features postprocess(Prepared& prepared, const ResolvedParams& params);
   Features finish(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output = false);
   engine::ThreadPool& pool(int workers);
   void log(const std::string& msg) const;

@@ -255,6 +255,37 @@ TEST(Lists, RunEachReportsPerImageErrorsInOrder) {
   }
 }
 
+// The list pipeline (prepare on workers, network in order, post-processing on workers beside the next forward)
+// gives every image the single call's bits at any worker count, keeps the input order, and throws the first
+// failing image in input order even when a later one fails earlier in time.
+TEST(Lists, PipelineKeepsOrderBitsAndTheFirstError) {
+  const std::vector<std::string> names = {"icl_250.png",         "skimage_coins.png", "/no/such/first.png",
+                                          "icl_254.png",         "opencv_box.png",    "skimage_camera.png",
+                                          "/no/such/second.png", "xfeat_ref.png"};
+  std::vector<ImageInput> in;
+  for (const auto& n : names) in.push_back(ImageInput::file(n[0] == '/' ? n : img(n)));
+  std::vector<Features> ref;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (names[i][0] != '/') ref.push_back(model().run(in[i]));
+  for (int workers : {1, 2, 5}) {
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    const auto r = model().run_each(in, {}, workers);
+    ASSERT_EQ(r.size(), in.size());
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (names[i][0] == '/') {
+        ASSERT_TRUE(std::holds_alternative<Error>(r[i])) << i;
+        EXPECT_NE(std::string(std::get<Error>(r[i]).what()).find(names[i]), std::string::npos);
+      } else {
+        ASSERT_TRUE(std::holds_alternative<Features>(r[i])) << i;
+        expect_same(std::get<Features>(r[i]), ref[k++]);
+      }
+    }
+    const std::string msg = error_of([&] { model().run(in, {}, workers); });
+    EXPECT_NE(msg.find("/no/such/first.png"), std::string::npos) << msg;
+  }
+}
+
 TEST(Threads, ConcurrentCallsOnOneModelGiveTheSameResults) {
   const std::string a = img("lg_DSC_0410.JPG"), b = img("tum_fr3_1341847980.722988.png");
   const Features ra = model().run(ImageInput::file(a)), rb = model().run(ImageInput::file(b));

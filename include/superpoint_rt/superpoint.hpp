@@ -111,6 +111,8 @@ struct ModelInfo {
   std::string calibration;                 // int8: "built-in (3 synthetic 640x480 images)" or "N images"; else ""
   int threads = 0;                         // compute threads in use
   std::string cpu_features;                // e.g. "avx512f avx512bw avx2 fma" (the kernels selected at run time)
+  std::string cpu_units;                   // e.g. "AVX2 yes, FMA yes, AVX-512 no, VNNI no, AVX512-BF16 no, AMX no"
+  std::string fastest_precision;           // the precision fastest on this CPU, e.g. "fp32" (docs/BENCHMARKS.md)
   std::string plan;                        // per-layer algorithm choice of the backend
   std::map<std::string, double> warmup_s;  // seconds per warm-up step
 };

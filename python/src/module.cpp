@@ -229,6 +229,8 @@ class Model {
     d["calibration"] = i.calibration.empty() ? py::object(py::none()) : py::object(py::str(i.calibration));
     d["threads"] = i.threads;
     d["cpu_features"] = i.cpu_features;
+    d["cpu_units"] = i.cpu_units;
+    d["fastest_precision"] = i.fastest_precision;
     d["plan"] = i.plan;
     d["warmup_s"] = to_dict(i.warmup_s);
     return d;

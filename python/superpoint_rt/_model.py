@@ -319,7 +319,7 @@ class SuperPoint:
     @property
     def config(self) -> Dict[str, Any]:
         """The resolved settings: model, revision (commit), weights_dir, source, backend, device, precision,
-        threads, cpu_features, plan, warmup_variants (the spec in use), warmup_s (seconds of each warm-up step),
+        threads, cpu_features, cpu_units, fastest_precision, plan, warmup_variants (the spec in use), warmup_s (seconds of each warm-up step),
         and the options given to from_pretrained. A copy: changing it changes nothing."""
         with self._lock:
             c = dict(self._config)

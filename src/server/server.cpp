@@ -511,6 +511,8 @@ struct HttpServer::Impl {
       if (!model_info.calibration.empty()) j["calibration"] = model_info.calibration;
       j["threads"] = model_info.threads;
       j["cpu_features"] = model_info.cpu_features;
+      j["cpu_units"] = model_info.cpu_units;
+      j["fastest_precision"] = model_info.fastest_precision;
     }
     j["limits"] = json::object();
     for (const LimitDoc& l : describe_limits(cfg)) j["limits"][l.key] = l.value;

@@ -194,8 +194,12 @@ def test_warmup_variant_resolution():
 def test_warmup_and_config(model):
     c = model.config
     for key in ("model", "revision", "weights_dir", "source", "backend", "device", "precision", "threads",
-                "cpu_features", "plan", "warmup_variants", "warmup_s", "version"):
+                "cpu_features", "cpu_units", "fastest_precision", "plan", "warmup_variants", "warmup_s", "version"):
         assert key in c, key
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    assert c["cpu_units"].startswith(f"AVX2 {'yes' if 'avx2' in flags else 'no'}, FMA "), c["cpu_units"]
+    assert c["fastest_precision"] in ("fp32", "bf16", "int8")
     assert c["device"] == "cpu" and c["precision"] == "fp32" and c["source"] == "local"
     assert c["calibration"] is None  # int8 only
     assert c["warmup_variants"]["nms_radii"] == [] and c["version"] == superpoint_rt.__version__

@@ -199,10 +199,22 @@ def srv():
 # --- service endpoints -----------------------------------------------------------------------------------------
 
 
-def cpu_has_avx512():
+def cpuinfo_flags():
     with open("/proc/cpuinfo") as f:
-        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    return all(x in flags for x in ("avx512f", "avx512bw", "avx512vl", "avx512dq"))
+        return next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+
+
+def cpu_has_avx512():
+    return all(x in cpuinfo_flags() for x in ("avx512f", "avx512bw", "avx512vl", "avx512dq"))
+
+
+def cpuinfo_units_line():
+    """The units string (superpoint-rt info's "CPU units:" line) built from /proc/cpuinfo."""
+    f = cpuinfo_flags()
+    yn = lambda b: "yes" if b else "no"  # noqa: E731
+    z = cpu_has_avx512()
+    return (f"AVX2 {yn('avx2' in f)}, FMA {yn('fma' in f)}, AVX-512 {yn(z)}, VNNI {yn('avx512_vnni' in f)}, "
+            f"AVX512-BF16 {yn('avx512_bf16' in f)}, AMX {yn('amx_tile' in f)}")
 
 
 def test_int8_with_calibration_images():
@@ -234,6 +246,9 @@ def test_health_ready_info_metrics(srv):
     assert status == 200 and info["ready"] is True
     assert info["backend"] and info["precision"] == "fp32" and "revision" in info and info["model"] == WEIGHTS
     assert "calibration" not in info  # int8 only
+    # The CPU's units, as /proc/cpuinfo names them (independent of the product's CPUID reading).
+    assert info["cpu_units"] == cpuinfo_units_line(), info["cpu_units"]
+    assert info["fastest_precision"] == ("int8" if cpu_has_avx512() and "avx512_vnni" in cpuinfo_flags() else "fp32")
     assert info["limits"]["max_body_bytes"] == 8 * 1024 * 1024 and info["limits"]["max_pixels"] == 40000000
     assert post_image(srv, PNG_640, "?max_keypoints=5")[0] == 200
     # A request is counted right after its response is written, so the client may see /metrics a moment earlier.

@@ -41,14 +41,17 @@
 #include <tuple>
 #include <vector>
 
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
+#include "batch/batch.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "image/resize.hpp"
 #include "model/hub.hpp"
 #include "model/weights.hpp"
+#include "server/server.hpp"
 #include "util/cpu.hpp"
 
 namespace superpoint_rt::cli {
@@ -87,7 +90,7 @@ Frame parse_frame(const std::string& text, const std::string& flag) {
 constexpr const char* kUsage =
     "usage: superpoint-rt bench [--threads 1,2] [--precisions fp32,bf16,int8] [--rounds 5] [--iters 4]\n"
     "         [--warmup 3] [--pause-ms 200] [--frames 640x480,1024x768,1600x1200] [--jpeg FILE] [--png FILE]\n"
-    "         [--peer-python PYTHON] [--peers ort,torch]\n"
+    "         [--images DIR] [--no-throughput] [--peer-python PYTHON] [--peers ort,torch]\n"
     "         [--json FILE] [--peer-script FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR]\n"
     "         [--local-files-only]\n"
     "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32 and PyTorch fp32 (when the peer Python has\n"
@@ -95,11 +98,15 @@ constexpr const char* kUsage =
     "a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward, and each process's peak RSS.\n"
     "Then the network frames: each row's forward at each of --frames, the ratio to ONNX Runtime's at the same\n"
     "frame, and the cost per pixel against 640x480, (p50 / p50 at 640x480) / (pixels / 640x480 pixels); and the\n"
-    "request with preset hloc:superpoint_aachen on the JPEG. Above them: the CPU's units and the fastest precision.\n"
+    "request with preset hloc:superpoint_aachen on the JPEG. Then the throughput of the list API, a batch extraction\n"
+    "and the HTTP server on copies of the JPEG, and of a batch extraction of a folder, against the network-only rate.\n"
+    "Above them: the CPU's units and the fastest precision.\n"
     "  --frames F,...     network frames WxH of the forward rows (640x480 is always measured)\n"
     "  --jpeg / --png     request images (default: berlin01_1600x900 in images/ of $SUPERPOINT_RT_SHARED, else of\n"
     "                     ../shared beside the current directory, i.e. when run from the source tree)\n"
     "                     the 480x640 plane (and each frame's) is the JPEG's red channel resized as a request does\n"
+    "  --images DIR       the folder of the throughput table's batch extraction (default: the JPEG's folder)\n"
+    "  --no-throughput    skip the throughput table (one process less per row, and faster)\n"
     "  --peer-python P    a Python with onnxruntime (and torch) for the peers (default $SUPERPOINT_RT_BENCH_PYTHON,\n"
     "                     else bench/.venv/bin/python of the current directory; bash bench/setup-peers.sh makes it);\n"
     "                     without one the table has our rows only\n"
@@ -138,6 +145,7 @@ struct WorkerArgs {
   std::string plane_u8;  // frame.w x frame.h bytes (the request worker: 640x480)
   Frame frame;           // the forward worker's network frame
   std::string jpeg, png;
+  std::string images;  // the throughput worker's folder for "batch_images" (may be empty)
   int threads = 1;
   int warmup = 3;
 };
@@ -242,6 +250,112 @@ class RequestWorker final : public Measurement {
   SuperPoint model_;
 };
 
+// Throughput of the interfaces that overlap decoding with the network (issue 12 §3): each iteration sends
+// kThroughputImages copies of the JPEG through the list API (SuperPoint::run on a span, its default 4 workers), a batch
+// extraction to an HDF5 file (batch::run with the CLI's defaults) and the HTTP server (kServerClients concurrent
+// clients posting the bytes, ?format=npz), and reports the wall time per image; "batch_images" extracts every image
+// of the --images folder (mixed sizes) once per iteration. The driver divides the network-only time per image (the
+// forward row's p50) by these: 1.0 = the interface runs at the network's own rate.
+constexpr int kThroughputImages = 8;
+constexpr int kServerClients = 4;
+
+class ThroughputWorker final : public Measurement {
+ public:
+  explicit ThroughputWorker(const WorkerArgs& a)
+      : jpeg_(read_file(a.jpeg)),
+        tmp_(fs::temp_directory_path() / ("superpoint-rt-bench-tp-" + std::to_string(::getpid()))) {
+    Options o;
+    o.model = a.weights_dir;
+    o.local_files_only = true;
+    o.threads = a.threads;
+    o.precision = a.precision;
+    o.warmup = WarmupSpec::defaults();
+    model_ = SuperPoint::from_pretrained(o);
+    fs::create_directories(tmp_);
+    for (int i = 0; i < kThroughputImages; ++i) {
+      const std::string path = (tmp_ / ("copy" + std::to_string(i) + ".jpg")).string();
+      std::ofstream(path, std::ios::binary)
+          .write(reinterpret_cast<const char*>(jpeg_.data()), static_cast<std::streamsize>(jpeg_.size()));
+      copies_.push_back({"copy" + std::to_string(i) + ".jpg", path});
+    }
+    if (!a.images.empty()) {
+      batch::ListSpec spec;
+      spec.inputs = {a.images};
+      folder_ = batch::list_images(spec);
+    }
+    server::ServerConfig cfg;
+    cfg.port = 0;
+    server_ = std::make_unique<server::HttpServer>(cfg);
+    port_ = server_->bind();
+    server_->start();
+    server_->set_model(model_);
+    for (const char* kind : {"list_jpeg", "batch_jpeg", "server_jpeg"}) (void)measure(kind, 1);
+  }
+  ~ThroughputWorker() override {
+    server_->stop();
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+
+  json measure(const std::string& kind, int iters) override {
+    std::vector<double> ms;
+    const double cpu0 = process_cpu_ms();
+    for (int i = 0; i < iters; ++i) {
+      const auto t0 = Clock::now();
+      const std::size_t n = run_once(kind);
+      ms.push_back(ms_since(t0) / static_cast<double>(n));
+    }
+    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}};
+  }
+
+ private:
+  std::size_t run_once(const std::string& kind) {
+    if (kind == "list_jpeg") {
+      const std::vector<ImageInput> in(kThroughputImages, ImageInput::bytes(jpeg_, "bench.jpg"));
+      return model_.run(in).size();
+    }
+    if (kind == "batch_jpeg" || kind == "batch_images") {
+      const auto& images = kind == "batch_jpeg" ? copies_ : folder_;
+      if (images.empty()) throw Error(ErrorKind::InvalidArgument, "throughput worker: no --images folder");
+      batch::RunConfig cfg;
+      cfg.output = (tmp_ / "features.h5").string();
+      cfg.overwrite = true;
+      const batch::Report r = batch::run(model_, images, Params{}, cfg);
+      if (!r.failed.empty())
+        throw Error(ErrorKind::Internal, "throughput worker: " + r.failed.front().name + ": " + r.failed.front().error);
+      return r.processed;
+    }
+    if (kind == "server_jpeg") {
+      std::vector<std::thread> clients;
+      std::vector<std::string> errors(kServerClients);
+      for (int c = 0; c < kServerClients; ++c)
+        clients.emplace_back([&, c] {
+          httplib::Client cli("127.0.0.1", port_);
+          cli.set_read_timeout(600, 0);
+          for (int i = c; i < kThroughputImages; i += kServerClients) {
+            const auto res = cli.Post("/v1/keypoints?format=npz", reinterpret_cast<const char*>(jpeg_.data()),
+                                      jpeg_.size(), "image/jpeg");
+            if (!res || res->status != 200)
+              errors[static_cast<std::size_t>(c)] = res ? "HTTP " + std::to_string(res->status) + " " + res->body
+                                                        : "no answer (" + httplib::to_string(res.error()) + ")";
+          }
+        });
+      for (auto& t : clients) t.join();
+      for (const auto& e : errors)
+        if (!e.empty()) throw Error(ErrorKind::Internal, "throughput worker: server: " + e);
+      return kThroughputImages;
+    }
+    throw Error(ErrorKind::InvalidArgument, "throughput worker: unknown kind '" + kind + "'");
+  }
+
+  std::vector<std::uint8_t> jpeg_;
+  fs::path tmp_;
+  std::vector<batch::ImageEntry> copies_, folder_;
+  SuperPoint model_;
+  std::unique_ptr<server::HttpServer> server_;
+  int port_ = 0;
+};
+
 int worker_main(ArgReader& args, const std::string& mode) {
   WorkerArgs a;
   while (!args.done()) {
@@ -256,6 +370,8 @@ int worker_main(ArgReader& args, const std::string& mode) {
       a.jpeg = args.value(f);
     else if (f == "--png")
       a.png = args.value(f);
+    else if (f == "--images")
+      a.images = args.value(f);
     else if (f == "--frame")
       a.frame = parse_frame(args.value(f), f);
     else if (f == "--threads")
@@ -265,12 +381,15 @@ int worker_main(ArgReader& args, const std::string& mode) {
     else
       throw UsageError("bench --worker: unknown option " + f);
   }
-  if (mode != "forward" && mode != "request") throw UsageError("bench --worker: forward or request, not " + mode);
   std::unique_ptr<Measurement> m;
   if (mode == "forward")
     m = std::make_unique<ForwardWorker>(a);
-  else
+  else if (mode == "request")
     m = std::make_unique<RequestWorker>(a);
+  else if (mode == "throughput")
+    m = std::make_unique<ThroughputWorker>(a);
+  else
+    throw UsageError("bench --worker: forward, request or throughput, not " + mode);
   std::cout << json{{"ready", true}, {"peak_rss_mb", peak_rss_mb()}}.dump() << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
@@ -360,6 +479,7 @@ struct Row {
   int threads = 1;
   std::vector<std::pair<Frame, std::unique_ptr<Child>>> forwards;  // one process per frame, 640x480 first
   std::unique_ptr<Child> request;
+  std::unique_ptr<Child> throughput;      // null with --no-throughput
   std::map<std::string, Series> series;   // kind -> times
   std::map<std::string, double> rss;      // kind of the forward ("forward", "forward_WxH") or "request" -> MB
   std::array<int, 2> hloc_network{0, 0};  // (h, w) of the hloc request's network frame
@@ -459,7 +579,8 @@ int driver_main(ArgReader& args) {
   } else if (::access(kDefaultPeerPython, X_OK) == 0) {
     peer_python = kDefaultPeerPython;
   }
-  bool jpeg_given = false, png_given = false, script_given = false;
+  bool jpeg_given = false, png_given = false, script_given = false, throughput = true;
+  std::string images_dir;  // "batch_images": default the JPEG's folder
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--threads") {
@@ -501,6 +622,10 @@ int driver_main(ArgReader& args) {
     } else if (a == "--png") {
       png = args.value(a);
       png_given = true;
+    } else if (a == "--images") {
+      images_dir = args.value(a);
+    } else if (a == "--no-throughput") {
+      throughput = false;
     } else if (a == "--json") {
       json_path = args.value(a);
     } else if (a == "--peer-python") {
@@ -525,6 +650,15 @@ int driver_main(ArgReader& args) {
   if (!peer_python.empty() && !fs::is_regular_file(peer_script))
     throw UsageError("--peer-script: " + peer_script + " is not a file" +
                      (script_given ? "" : " (the default: run from the source tree, or pass --peer-script)"));
+
+  if (images_dir.empty()) images_dir = fs::path(jpeg).parent_path().string();
+  std::size_t folder_images = 0;
+  if (throughput) {
+    batch::ListSpec spec;
+    spec.inputs = {images_dir};
+    folder_images = batch::list_images(spec).size();
+    if (folder_images == 0) throw UsageError("--images: " + images_dir + " holds no images");
+  }
 
   // The workers load a local directory: resolve (and download) the model once here.
   model::HubRequest req;
@@ -601,6 +735,12 @@ int driver_main(ArgReader& args) {
       rq.insert(rq.end(), common.begin(), common.end());
       rq.insert(rq.end(), {"--plane", plane_u8, "--jpeg", jpeg, "--png", png});
       r.request = std::make_unique<Child>(rq);
+      if (throughput) {
+        std::vector<std::string> tp{exe, "bench", "--worker", "throughput"};
+        tp.insert(tp.end(), common.begin(), common.end());
+        tp.insert(tp.end(), {"--jpeg", jpeg, "--images", images_dir});
+        r.throughput = std::make_unique<Child>(tp);
+      }
       rows.push_back(std::move(r));
     }
   }
@@ -614,6 +754,7 @@ int driver_main(ArgReader& args) {
     std::vector<Child*> children;
     for (const auto& [fr, c] : it->forwards) children.push_back(c.get());
     if (it->request) children.push_back(it->request.get());
+    if (it->throughput) children.push_back(it->throughput.get());
     for (Child* c : children) {
       const json r = c->read();
       if ((r.is_null() || !r.value("ready", false)) && ok) {  // one note per row (every process says the same)
@@ -628,6 +769,7 @@ int driver_main(ArgReader& args) {
 
   // Interleaved rounds.
   const std::vector<std::string> request_kinds{"plane", "jpeg", "png", "hloc_jpeg"};
+  const std::vector<std::string> throughput_kinds{"list_jpeg", "batch_jpeg", "server_jpeg"};
   for (int round = 0; round < rounds; ++round) {
     for (const int t : threads) {
       std::vector<Row*> order;
@@ -636,9 +778,10 @@ int driver_main(ArgReader& args) {
       if (round % 2 == 1) std::reverse(order.begin(), order.end());
       for (Row* r : order) {
         // `ask` is what the worker is asked ("forward" of every forward process), `kind` the series it feeds.
-        auto take = [&](Child& c, const std::string& ask, const std::string& kind, const std::string& rss_key) {
+        auto take = [&](Child& c, const std::string& ask, const std::string& kind, const std::string& rss_key,
+                        int n = 0) {
           std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));  // lets spinning pool threads sleep
-          const json j = c.ask(ask, iters);
+          const json j = c.ask(ask, n > 0 ? n : iters);
           Series& s = r->series[kind];
           for (double v : j.at("ms")) s.ms.push_back(v);
           if (j.contains("nonnet_ms"))
@@ -655,6 +798,10 @@ int driver_main(ArgReader& args) {
         for (auto& [fr, c] : r->forwards) take(*c, "forward", fr.kind(), fr.kind());
         if (r->request)
           for (const auto& k : request_kinds) take(*r->request, k, k, "request");
+        if (r->throughput) {
+          for (const auto& k : throughput_kinds) take(*r->throughput, k, k, "throughput");
+          take(*r->throughput, "batch_images", "batch_images", "throughput", 1);  // a whole folder per iteration
+        }
       }
     }
     std::cerr << "round " << round + 1 << "/" << rounds << " done\n";
@@ -722,6 +869,34 @@ int driver_main(ArgReader& args) {
     out << "  " << r.threads << " thread(s) " << r.label << ":";
     for (const auto& k : request_kinds) out << " " << k << " " << fmt(percentile(r.series.at(k).nonnet_ms, 50), 0, 2);
     out << "\n";
+  }
+
+  if (throughput) {
+    out << "\nthroughput: ms per image (p50) of " << kThroughputImages << " copies of the " << jpeg_label
+        << " through the list API (4 workers), a batch extraction to HDF5 and the HTTP server (" << kServerClients
+        << " clients, npz), and of a batch extraction of the " << folder_images << " images of " << images_dir
+        << "\n(mixed sizes); x net = the forward p50 / that p50: the share of the network-only rate reached\n";
+    char th[512];
+    std::snprintf(th, sizeof th, "%-7s %-18s | %-15s | %-15s | %-15s | %-15s", "", "", "list JPEG", "batch JPEG",
+                  "server JPEG", "batch folder");
+    out << th << "\n";
+    std::snprintf(th, sizeof th, "%-7s %-18s | %7s %7s | %7s %7s | %7s %7s | %7s %7s", "threads", "row", "ms/img",
+                  "x net", "ms/img", "x net", "ms/img", "x net", "ms/img", "x net");
+    out << th << "\n" << std::string(std::strlen(th), '-') << "\n";
+    for (const auto& r : rows) {
+      if (!r.throughput) continue;
+      const double fwd = percentile(r.series.at("forward").ms, 50);
+      std::string line = std::to_string(r.threads);
+      line.insert(0, 7 - std::min<std::size_t>(7, line.size()), ' ');
+      char label[64];
+      std::snprintf(label, sizeof label, " %-18s", r.label.c_str());
+      line += label;
+      for (const char* k : {"list_jpeg", "batch_jpeg", "server_jpeg", "batch_images"}) {
+        const double v = percentile(r.series.at(k).ms, 50);
+        line += " | " + fmt(v, 7) + " " + fmt(fwd / v, 7, 3);
+      }
+      out << line << "\n";
+    }
   }
 
   // The network frames: forward p50 per frame, x ORT at that frame, and the cost per pixel against 640x480; then

@@ -260,6 +260,13 @@ bool png_unfilter_row(int filter, const std::uint8_t* in, const std::uint8_t* pr
   return unfilter_scalar(filter, in, prior, out, n, bpp);
 }
 
+bool png_unpaeth_two_rows(const std::uint8_t* prior, std::uint8_t* row0, std::uint8_t* row1, std::size_t n,
+                          int bpp) noexcept {
+  if (!(bpp == 3 || bpp == 4) || n == 0 || !use_avx2()) return false;
+  detail::png_unpaeth_two_rows_avx2(prior, row0, row1, n, bpp);
+  return true;
+}
+
 const char* png_unfilter_kernel_name() noexcept {
   return use_avx2() ? "avx2" : "scalar";
 }
@@ -404,30 +411,42 @@ std::optional<Image> decode_png_fast(Bytes b, const PngHeader& h, PngTarget targ
     std::vector<std::uint8_t>().swap(joined);
 
     // ---- unfilter (+ convert)
+    // Every row is unfiltered in place (its prior, the row before, stays as stored-and-unfiltered), and row y - 1 is
+    // emitted once row y is done: moved to its packed place y * rs (the image is then the buffer itself), or
+    // converted into the result. Two Paeth rows in a row (the usual case of photos) go through the paired kernel.
     const std::size_t w = h.width;
+    const std::size_t os = w * static_cast<std::size_t>(out_ch);
     Image im;
     im.width = static_cast<int>(h.width);
     im.height = static_cast<int>(h.height);
     im.format = out_ch == 1 ? PixelFormat::Gray : PixelFormat::RGB;
+    if (!in_place) im.pixels.resize(rows * os);
     std::uint8_t* base = raw.data();
-    if (in_place) {
-      // Row y is unfiltered from its stored place (y * (rs + 1) + 1) to y * rs: the output is behind the input.
-      for (std::size_t y = 0; y < rows; ++y) {
-        const std::uint8_t* in = base + y * (rs + 1);
-        const std::uint8_t* prior = y ? base + (y - 1) * rs : nullptr;
-        if (!png_unfilter_row(in[0], in + 1, prior, base + y * rs, rs, static_cast<int>(bpp))) return std::nullopt;
+    const auto row_at = [&](std::size_t y) { return base + y * (rs + 1) + 1; };
+    const auto emit = [&](std::size_t y) {
+      if (in_place)
+        std::memmove(base + y * rs, row_at(y), rs);  // below every row still in place
+      else
+        convert_row(conv, row_at(y), im.pixels.data() + y * os, w);
+    };
+    const int k = static_cast<int>(bpp);
+    for (std::size_t y = 0; y < rows;) {
+      const int f = row_at(y)[-1];
+      if (f == 4 && y > 0 && y + 1 < rows && row_at(y + 1)[-1] == 4 &&
+          png_unpaeth_two_rows(row_at(y - 1), row_at(y), row_at(y + 1), rs, k)) {
+        emit(y - 1);
+        emit(y);
+        y += 2;
+        continue;
       }
+      if (!png_unfilter_row(f, row_at(y), y ? row_at(y - 1) : nullptr, row_at(y), rs, k)) return std::nullopt;
+      if (y > 0) emit(y - 1);
+      ++y;
+    }
+    emit(rows - 1);
+    if (in_place) {
       raw.resize(rows * rs);
       im.pixels = std::move(raw);
-      return im;
-    }
-    const std::size_t os = w * static_cast<std::size_t>(out_ch);
-    im.pixels.resize(rows * os);
-    for (std::size_t y = 0; y < rows; ++y) {
-      std::uint8_t* row = base + y * (rs + 1);
-      const std::uint8_t* prior = y ? base + (y - 1) * (rs + 1) + 1 : nullptr;
-      if (!png_unfilter_row(row[0], row + 1, prior, row + 1, rs, static_cast<int>(bpp))) return std::nullopt;
-      convert_row(conv, row + 1, im.pixels.data() + y * os, w);
     }
     return im;
   } catch (const std::bad_alloc&) {

@@ -52,6 +52,11 @@ bool png_unfilter_row_reference(int filter, const std::uint8_t* in, const std::u
 /// The same with the fastest kernel for this CPU (AVX2 build of Sub / Average / Paeth for bpp 3 and 4).
 bool png_unfilter_row(int filter, const std::uint8_t* in, const std::uint8_t* prior, std::uint8_t* out, std::size_t n,
                       int bpp) noexcept;
+/// Paeth-unfilters two consecutive rows in place (`row0` follows `prior`, `row1` follows `row0`, `n` bytes each,
+/// `n` a multiple of bpp), with the results of png_unfilter_row(4, row0, prior, row0) then (4, row1, row0, row1).
+/// Returns false, having done nothing, when there is no paired kernel for bpp / this CPU (AVX2, bpp 3 or 4).
+bool png_unpaeth_two_rows(const std::uint8_t* prior, std::uint8_t* row0, std::uint8_t* row1, std::size_t n,
+                          int bpp) noexcept;
 /// "avx2" or "scalar": the kernel png_unfilter_row uses.
 const char* png_unfilter_kernel_name() noexcept;
 
@@ -60,6 +65,9 @@ namespace detail {
 /// png_unfilter_row_reference for filter 1, 3, 4 (prior non-null).
 void png_unfilter_row_avx2(int filter, const std::uint8_t* in, const std::uint8_t* prior, std::uint8_t* out,
                            std::size_t n, int bpp) noexcept;
+/// png_unpaeth_two_rows for bpp 3 or 4; call only when the CPU has AVX2.
+void png_unpaeth_two_rows_avx2(const std::uint8_t* prior, std::uint8_t* row0, std::uint8_t* row1, std::size_t n,
+                               int bpp) noexcept;
 }  // namespace detail
 
 }  // namespace superpoint_rt::image

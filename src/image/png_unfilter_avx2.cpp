@@ -69,6 +69,44 @@ void paeth(const std::uint8_t* in, const std::uint8_t* prior, std::uint8_t* out,
   }
 }
 
+// Two consecutive Paeth rows at once, row 1 one pixel behind row 0: row 1's pixel s - 1 needs row 0's pixels s - 1
+// and s - 2 (above and upper-left), which the previous steps produced. Lanes 0-3 hold row 0's pixel s, lanes 4-7
+// row 1's pixel s - 1, so each step of the dependency chain (left neighbour -> prediction -> output) yields two
+// pixels. All arithmetic on 16-bit lanes; row 1's "above" comes from the register, not from memory.
+template <int BPP>
+void paeth_pair(const std::uint8_t* prior, std::uint8_t* r0, std::uint8_t* r1, std::size_t n) {
+  const __m128i zero = _mm_setzero_si128(), low = _mm_set1_epi16(0xFF);
+  const std::size_t px = n / BPP;
+  __m128i a = zero, c = zero, r = zero;
+  const auto step = [&](__m128i b_lo, __m128i x_lo, __m128i x_hi) {
+    // b: above (row 0: prior; row 1: row 0's previous output, lanes 0-3 of r), x: the filtered bytes.
+    const __m128i b = _mm_unpacklo_epi64(b_lo, r);
+    const __m128i x = _mm_unpacklo_epi64(x_lo, x_hi);
+    const __m128i bc = _mm_sub_epi16(b, c), ac = _mm_sub_epi16(a, c);
+    const __m128i pa = _mm_abs_epi16(bc), pb = _mm_abs_epi16(ac), pc = _mm_abs_epi16(_mm_add_epi16(bc, ac));
+    const __m128i m = _mm_min_epi16(_mm_min_epi16(pa, pb), pc);
+    __m128i pred = _mm_blendv_epi8(c, b, _mm_cmpeq_epi16(pb, m));
+    pred = _mm_blendv_epi8(pred, a, _mm_cmpeq_epi16(pa, m));
+    r = _mm_and_si128(_mm_add_epi16(x, pred), low);
+    a = r;
+    c = b;
+    return _mm_packus_epi16(r, r);  // bytes 0-3: row 0's pixel, 4-7: row 1's
+  };
+  const auto wide = [&](const std::uint8_t* p) { return _mm_unpacklo_epi8(load_px(p), zero); };
+  // Step 0: row 0's first pixel; row 1's half runs on zeros and leaves its left / upper-left at 0, as the spec's
+  // first pixel needs.
+  store_px<BPP>(r0, step(wide(prior), wide(r0), zero));
+  for (std::size_t s = 1; s < px; ++s) {
+    const std::size_t i = s * BPP;
+    const __m128i x_hi = wide(r1 + i - BPP);  // loaded before row 1's store below (in place)
+    const __m128i out = step(wide(prior + i), wide(r0 + i), x_hi);
+    store_px<BPP>(r0 + i, out);
+    store_px<BPP>(r1 + i - BPP, _mm_srli_si128(out, 4));
+  }
+  // Step px: row 1's last pixel (row 0's half is past its end and not stored).
+  store_px<BPP>(r1 + n - BPP, _mm_srli_si128(step(zero, zero, wide(r1 + n - BPP)), 4));
+}
+
 template <int BPP>
 void run(int filter, const std::uint8_t* in, const std::uint8_t* prior, std::uint8_t* out, std::size_t n) {
   switch (filter) {
@@ -87,6 +125,14 @@ void png_unfilter_row_avx2(int filter, const std::uint8_t* in, const std::uint8_
     run<3>(filter, in, prior, out, n);
   else
     run<4>(filter, in, prior, out, n);
+}
+
+void png_unpaeth_two_rows_avx2(const std::uint8_t* prior, std::uint8_t* row0, std::uint8_t* row1, std::size_t n,
+                               int bpp) noexcept {
+  if (bpp == 3)
+    paeth_pair<3>(prior, row0, row1, n);
+  else
+    paeth_pair<4>(prior, row0, row1, n);
 }
 
 }  // namespace superpoint_rt::image::detail

@@ -257,6 +257,33 @@ TEST(PngFast, UnfilterMatchesReferenceOnRandomRows) {
   EXPECT_FALSE(img::png_unfilter_row(5, Bytes(16).data(), nullptr, Bytes(16).data(), 4, 1));
 }
 
+TEST(PngFast, PairedPaethMatchesTwoReferenceRows) {
+  std::mt19937 rng(11);
+  for (int bpp : {3, 4}) {
+    for (int px = 1; px <= 67; ++px) {
+      const std::size_t n = static_cast<std::size_t>(px) * static_cast<std::size_t>(bpp);
+      // The fast path's layout: each row after a filter byte, rows back to back.
+      Bytes buf(3 * (n + 1) + 8);
+      for (auto& v : buf) v = static_cast<std::uint8_t>(rng());
+      std::uint8_t *prior = buf.data() + 1, *r0 = prior + n + 1, *r1 = r0 + n + 1;
+      Bytes want0(n + 8), want1(n + 8);
+      ASSERT_TRUE(img::png_unfilter_row_reference(4, r0, prior, want0.data(), n, bpp));
+      ASSERT_TRUE(img::png_unfilter_row_reference(4, r1, want0.data(), want1.data(), n, bpp));
+      const Bytes before = buf;
+      if (!img::png_unpaeth_two_rows(prior, r0, r1, n, bpp)) {
+        EXPECT_TRUE(buf == before) << "changed the rows but returned false";
+        continue;
+      }
+      EXPECT_TRUE(std::equal(want0.begin(), want0.begin() + static_cast<std::ptrdiff_t>(n), r0))
+          << "row 0, bpp " << bpp << " width " << px;
+      EXPECT_TRUE(std::equal(want1.begin(), want1.begin() + static_cast<std::ptrdiff_t>(n), r1))
+          << "row 1, bpp " << bpp << " width " << px;
+      EXPECT_EQ(r0[n], before[static_cast<std::size_t>(r0 + n - buf.data())]) << "row 1's filter byte overwritten";
+      EXPECT_EQ(r1[n], before[static_cast<std::size_t>(r1 + n - buf.data())]) << "wrote past row 1";
+    }
+  }
+}
+
 // ---- synthetic files the fast path takes
 
 TEST(PngFast, EveryColourTypeFilterAndOddWidth) {

@@ -350,6 +350,7 @@ std::optional<Image> decode_png_fast(Bytes b, const PngHeader& h, PngTarget targ
   const std::size_t bpp = static_cast<std::size_t>(samples) * static_cast<std::size_t>(h.depth / 8);
   const std::size_t rs = static_cast<std::size_t>(h.width) * bpp;  // row bytes without the filter byte
   const std::size_t rows = h.height;
+  if (rs + 1 > ~std::uint64_t{0} / rows) return std::nullopt;  // only with a caller's absurd max_pixels
   const std::uint64_t raw_size = std::uint64_t{rows} * (rs + 1);
   constexpr std::size_t kPad = 64;  // the unfilter kernels read a few bytes past a row
   // A deflate stream expands at most 1032:1 (one 258-byte match per two bits); a file that cannot hold its rows

@@ -564,16 +564,34 @@ bool skip_scanlines(JpegJob* j, JDIMENSION n) {
 // ParallelFor that runs the tasks one after the other is correct, only slower): when the top part finishes [0,
 // first) before the bottom part has decided, it claims split = first itself, and the bottom part takes that.
 
-// Costs on this project's reference machine (bench/bench_host.cpp, Debian 12 libjpeg-turbo 2.1.5, AVX2), in ns.
-// Only their ratios matter. Huffman decoding (measured as jpeg_skip_scanlines over all rows of the test JPEGs): about
-// 6.7 per compressed byte plus 0.4 per pixel. The rest, per pixel, including the resize to 640x480: the raw path
-// (IDCT of the three components, ycc_channel_row, resize) and the scanline band paths (IDCT, libjpeg's upsampling
-// and colour conversion, resize of one channel).
+// Costs on this project's reference machine (Debian 12 libjpeg-turbo 2.1.5, AVX2; thread CPU time of the 28 shared
+// JPEGs and of gray and 4:4:4 re-encodings of two of them), in ns. Only their ratios matter. Huffman decoding
+// (jpeg_skip_scanlines over all rows): about 6.7 per compressed byte plus 0.4 per pixel. The rest, per input pixel:
+// the IDCT, 0.58 per block per 64 pixels (1.5 for 4:2:0, 3 for 4:4:4, 1 for gray), then per path the row work
+// (raw: ycc_channel_row; RGB band: libjpeg's upsampling and colour conversion; gray band: none) and the resize,
+// whose cost per input pixel grows with the output's share of the input pixels (a per-output-pixel term).
 constexpr double kHuffmanNsPerByte = 6.7;
 constexpr double kHuffmanNsPerPixel = 0.4;
-constexpr double kRawNsPerPixel = 1.9;
-constexpr double kRgbBandNsPerPixel = 2.3;
-constexpr double kGrayBandNsPerPixel = 1.0;
+constexpr double kIdctNsPerBlockPer64Pixels = 0.58;
+// What the bottom part costs beyond the model (its second decompressor, the rows its two skips decode and drop):
+// with the model alone it took a median 4% more thread CPU time than the top part over the shared JPEGs.
+constexpr double kBottomOverhead = 1.04;
+struct PathCost {
+  double per_input_pixel, per_output_pixel;
+};
+constexpr PathCost kRawCost{0.58, 3.0};
+constexpr PathCost kRgbBandCost{1.07, 2.7};
+constexpr PathCost kGrayBandCost{0.62, 1.0};
+
+// Ns per input pixel past the Huffman decoding for a path (the model above).
+double pixel_ns(const jpeg_decompress_struct& c, const ResizePlan& plan, const PathCost& path) {
+  double blocks = 0;  // blocks per 64 pixels
+  for (int ci = 0; ci < c.num_components; ++ci)
+    blocks += static_cast<double>(c.comp_info[ci].h_samp_factor) * c.comp_info[ci].v_samp_factor /
+              (static_cast<double>(c.max_h_samp_factor) * c.max_v_samp_factor);
+  const double out_share = static_cast<double>(plan.out_w) * plan.out_h / (static_cast<double>(plan.in_w) * plan.in_h);
+  return kIdctNsPerBlockPer64Pixels * blocks + path.per_input_pixel + path.per_output_pixel * out_share;
+}
 
 // Files below this many pixels stay on one thread: the second decompressor's setup and the hand-over cost more than
 // the ~25% the split saves on a small image.
@@ -659,8 +677,8 @@ struct TwoParts {
         info(i) {
     const jpeg_decompress_struct& c = g.job.cinfo;
     const bool raw = raw_path_applies(c, rgb_channel);
-    bottom_ns = ch == 1 ? kGrayBandNsPerPixel : kRgbBandNsPerPixel;
-    top_ns = raw ? kRawNsPerPixel : bottom_ns;
+    bottom_ns = pixel_ns(c, plan, ch == 1 ? kGrayBandCost : kRgbBandCost);
+    top_ns = raw ? pixel_ns(c, plan, kRawCost) : bottom_ns;
     // With no compressed bytes below it (the model's extreme), the balance point is the input row where the top
     // part's work past Huffman decoding equals the bottom part's whole work; every real balance point is below it.
     const double lowest =
@@ -706,8 +724,9 @@ struct TwoParts {
       // Balance (the model above) with the compressed bytes still unread spread evenly over the rows left:
       // top part: rows [0, s) past Huffman; bottom part: rows [s, h) fully plus their bytes.
       const double h = plan.in_h, w = plan.in_w;
-      const double per_row = w * (kHuffmanNsPerPixel + bottom_ns) +
-                             kHuffmanNsPerByte * static_cast<double>(c.src->bytes_in_buffer) / (h - lowest);
+      const double per_row =
+          kBottomOverhead * (w * (kHuffmanNsPerPixel + bottom_ns) +
+                             kHuffmanNsPerByte * static_cast<double>(c.src->bytes_in_buffer) / (h - lowest));
       want = output_row_at(plan, h * per_row / (w * top_ns + per_row), first, plan.out_h - 1);
     }
     want = std::clamp(want, first, plan.out_h - 1);

@@ -15,6 +15,8 @@ find_package(nlohmann_json CONFIG REQUIRED)
 find_package(HDF5 REQUIRED COMPONENTS C)  # batch/: hloc feature files (HDF5_C_LIBRARIES: the static .pc file)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
+# libdeflate: the PNG fast path inflates a whole IDAT stream in one call (src/image/png_fast.cpp).
+pkg_check_modules(DEFLATE REQUIRED IMPORTED_TARGET libdeflate)
 # cpp-httplib, for `serve` (the executable) and the HTTP fuzz harness and its replay (fuzz/, built with the tests):
 # Debian ships it as a shared library; its pkg-config flags carry the feature macros the library was built with (the
 # class layouts depend on them), so they must be used as they are. Not needed by the library or the Python wheel.

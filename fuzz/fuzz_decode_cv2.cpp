@@ -3,10 +3,14 @@
 // hands it), with a small pixel limit. Properties checked besides the sanitizers: a decoded image has the mode's
 // format (Grayscale -> Gray, Color -> RGB), is non-empty, within the limit, with exactly width * height * channels
 // bytes; only sniffed formats decode; when both modes decode, they give the same size (the orientation depends on
-// the file only).
+// the file only). PNG, differentially: decode_png_cv2 (the fast path, png_fast.hpp, falling back to libpng) and
+// decode_png_cv2_libpng give the same outcome in each mode (same image and orientation, or the same error).
+#include <string>
+
 #include "fuzz_util.hpp"
 #include "image/decode_cv2.hpp"
 #include "image/exif.hpp"
+#include "image/png_fast.hpp"
 
 using namespace superpoint_rt;
 
@@ -25,6 +29,42 @@ bool decode(std::span<const std::uint8_t> bytes, image::Cv2Read mode, Image* im)
   return true;
 }
 
+struct Outcome {
+  bool ok = false;
+  Image im;
+  int orientation = -1;
+  std::string error;
+};
+
+template <class F>
+Outcome outcome(F&& f) {
+  Outcome o;
+  try {
+    o.im = f(&o.orientation);
+    o.ok = true;
+  } catch (const Error& e) {
+    o.error = e.what();
+  }
+  return o;
+}
+
+void check_png_paths(std::span<const std::uint8_t> bytes, image::Cv2Read mode) {
+  const Outcome fast =
+      outcome([&](int* o) { return image::decode_png_cv2(bytes, "fuzz-input", sprt_fuzz::kMaxPixels, mode, o); });
+  const Outcome ref = outcome(
+      [&](int* o) { return image::decode_png_cv2_libpng(bytes, "fuzz-input", sprt_fuzz::kMaxPixels, mode, o); });
+  FUZZ_CHECK(fast.ok == ref.ok, "mode %d: decode_png_cv2 %s, libpng %s", static_cast<int>(mode),
+             fast.ok ? "decoded" : fast.error.c_str(), ref.ok ? "decoded" : ref.error.c_str());
+  FUZZ_CHECK(fast.error == ref.error, "mode %d: errors differ: '%s' vs libpng '%s'", static_cast<int>(mode),
+             fast.error.c_str(), ref.error.c_str());
+  if (fast.ok) {
+    FUZZ_CHECK(fast.im.width == ref.im.width && fast.im.height == ref.im.height && fast.im.format == ref.im.format &&
+                   fast.im.pixels == ref.im.pixels && fast.orientation == ref.orientation,
+               "mode %d: decode_png_cv2 and libpng give different images (%dx%d)", static_cast<int>(mode), ref.im.width,
+               ref.im.height);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -32,6 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int o = image::exif_orientation_cv2(bytes);
   FUZZ_CHECK(o >= 0 && o <= 0xFFFF, "orientation %d", o);
   const ImageFormat format = sniff_format(bytes);
+  if (format == ImageFormat::PNG) {
+    check_png_paths(bytes, image::Cv2Read::Grayscale);
+    check_png_paths(bytes, image::Cv2Read::Color);
+  }
   Image gray, color;
   const bool g = decode(bytes, image::Cv2Read::Grayscale, &gray);
   const bool c = decode(bytes, image::Cv2Read::Color, &color);

@@ -11,7 +11,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev ocl-icd-opencl-dev               # oneDNN: the convolutions (its CMake config needs OpenCL, which
                                                # libdnnl-dev only recommends and --no-install-recommends drops)
-  libjpeg62-turbo-dev libpng-dev libgif-dev libwebp-dev libtiff-dev zlib1g-dev   # image decoders
+  libjpeg62-turbo-dev libpng-dev libdeflate-dev libgif-dev libwebp-dev libtiff-dev zlib1g-dev   # image decoders
   libcurl4-openssl-dev nlohmann-json3-dev      # hub downloads, JSON
   libcpp-httplib-dev                           # HTTP server
   libhdf5-dev                                  # hloc feature files

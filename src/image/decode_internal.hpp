@@ -115,9 +115,42 @@ using PlanFor = std::function<std::shared_ptr<const ResizePlan>(int width, int h
 /// does not read, so truncated and corrupt files fail as decode_jpeg fails them (same errors).
 /// Returns false, having decoded no pixels, when the fused path does not apply (CMYK or a refused RGB file, or
 /// !resize_rows_available()): the caller then decodes normally. On success sets *width, *height (the source size).
+///
+/// Two threads: with a `parallel` hook, a baseline (single-scan) file of at least 300,000 pixels whose plan has a
+/// vertical pass is decoded in two parts, task 0 the top rows (the one-thread path) and task 1 the bottom rows (a
+/// second libjpeg decompressor that skips to them with jpeg_skip_scanlines, which only Huffman-decodes the skipped
+/// rows), each computing its own output rows; the split balances the two (decode_jpeg.cpp). Same bits and errors as
+/// one thread. Task 1 resizes with `*scratch2` (a local one when null). Progressive, multi-scan and small files, and
+/// an empty hook, take the one-thread path. The tasks never wait for each other, so a hook that runs them one after
+/// the other is correct, only slower than no hook (the skip costs ~60% of a decode).
+/// ParallelFor: runs task(0) .. task(n - 1), possibly concurrently, and returns when all have returned (the tasks
+/// do not throw: failures are carried back and thrown here, on the calling thread).
+using ParallelFor = std::function<void(int n, const std::function<void(int)>& task)>;
 bool decode_jpeg_resized_plane(Bytes b, const std::string& name, std::int64_t max_pixels, int rgb_channel,
                                const PlanFor& plan_for, std::vector<std::uint8_t>& dst, ResizeScratch& scratch,
-                               int* width, int* height);
+                               int* width, int* height, const ParallelFor& parallel = {},
+                               ResizeScratch* scratch2 = nullptr);
+
+namespace detail {
+/// Test and bench hooks of decode_jpeg_resized_plane's two-thread path (-1: what decode_jpeg_resized_plane uses).
+struct JpegSplitHooks {
+  std::int64_t min_pixels = -1;  // smaller files stay on one thread
+  int first_rows = -1;           // output rows task 0 takes before the split is decided (clamped to 1..out_h-1)
+  int split_row = -1;            // the first output row task 1 asks for (clamped to first_rows..out_h-1)
+};
+/// What the two-thread path did (for tests and bench_host).
+struct JpegSplitInfo {
+  bool parallel = false;        // the two-thread path ran
+  int first_rows = 0;           // output rows task 0 took before the split was decided
+  int split_row = 0;            // task 1's first output row
+  bool top_raw = false;         // task 0 took the raw-component path
+  bool bottom_decided = false;  // task 1 chose the split (else task 0 claimed split_row = first_rows)
+};
+bool decode_jpeg_resized_plane_hooked(Bytes b, const std::string& name, std::int64_t max_pixels, int rgb_channel,
+                                      const PlanFor& plan_for, std::vector<std::uint8_t>& dst, ResizeScratch& scratch,
+                                      int* width, int* height, const ParallelFor& parallel, ResizeScratch* scratch2,
+                                      const JpegSplitHooks& hooks, JpegSplitInfo* info);
+}  // namespace detail
 ImageInfo probe_png(Bytes b, const std::string& name);
 Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels);
 ImageInfo probe_gif(Bytes b, const std::string& name);

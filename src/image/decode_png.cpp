@@ -17,6 +17,10 @@
 // tRNS never adds alpha (no png_set_expand / png_set_tRNS_to_alpha), gAMA / sBIT / iCCP are ignored (Pillow does not
 // apply them). Interlaced files use libpng's interlace handling with row pointers into the result.
 //
+// The common files (non-interlaced 8/16-bit, well-formed) are decoded by the fast path (png_fast.hpp: libdeflate and
+// our own unfiltering, the same pixels); it hands everything else to the libpng code below, which stays the
+// reference (decode_png_libpng / decode_png_cv2_libpng) for the errors and the pixels.
+//
 // libpng reports errors by longjmp: the phases that can jump hold only trivially destructible locals.
 #include <png.h>
 
@@ -30,6 +34,7 @@
 #include "image/decode_cv2.hpp"
 #include "image/decode_internal.hpp"
 #include "image/exif.hpp"
+#include "image/png_fast.hpp"
 
 namespace superpoint_rt::image {
 namespace {
@@ -161,7 +166,10 @@ ImageInfo probe_png(Bytes b, const std::string& name) {
   return {ImageFormat::PNG, probe_side(h.width), probe_side(h.height), decoded_channels(h)};
 }
 
-Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
+namespace {
+
+// The checks decode_png runs before decoding (fast path or libpng), in this order.
+Ihdr checked_header(Bytes b, const std::string& name, std::int64_t max_pixels) {
   const Ihdr h = read_ihdr(b, name);
   check_dimensions(ImageFormat::PNG, name, h.width, h.height, max_pixels);
   // libpng's row buffers (png_read_start_row): the previous row as stored, and the current one at the widest pixel
@@ -170,6 +178,37 @@ Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
   check_work(ImageFormat::PNG, name, static_cast<std::int64_t>(2 * libpng_row + 128), b.size(),
              std::to_string(h.width) + "-pixel rows (libpng's row buffers)");
   check_chunk_lengths(b, name, "IDAT");  // the chunks png_read_info reads (an eXIf among them)
+  return h;
+}
+
+// The same for decode_png_cv2.
+Ihdr checked_header_cv2(Bytes b, const std::string& name, std::int64_t max_pixels) {
+  const Ihdr h = read_ihdr(b, name);
+  check_dimensions(ImageFormat::PNG, name, h.width, h.height, max_pixels);
+  // libpng's row buffers: the previous row as stored and the current one at the widest pixel of the transformations
+  // (at most 8 bytes: 16-bit RGBA before stripping, or a palette index expanded to RGB).
+  const std::uint64_t libpng_row = std::max<std::uint64_t>(raw_row_bytes(h), 8 * std::uint64_t{h.width} + 64);
+  check_work(ImageFormat::PNG, name, static_cast<std::int64_t>(2 * libpng_row + 128), b.size(),
+             std::to_string(h.width) + "-pixel rows (libpng's row buffers)");
+  check_chunk_lengths(b, name, "IEND");
+  return h;
+}
+
+PngHeader fast_header(const Ihdr& h) {
+  return {h.width, h.height, h.depth, h.color_type, h.interlace};
+}
+
+}  // namespace
+
+// The common PNGs take the fast path (png_fast.hpp: same pixels, libpng for anything it does not handle).
+Image decode_png(Bytes b, const std::string& name, std::int64_t max_pixels) {
+  const Ihdr h = checked_header(b, name, max_pixels);
+  if (auto im = decode_png_fast(b, fast_header(h), PngTarget::Pillow, work_limit(b.size()))) return std::move(*im);
+  return decode_png_libpng(b, name, max_pixels);
+}
+
+Image decode_png_libpng(Bytes b, const std::string& name, std::int64_t max_pixels) {
+  const Ihdr h = checked_header(b, name, max_pixels);
 
   PngGuard g;
   g.src = PngSrc{b.data(), b.size(), 0, {}};
@@ -282,15 +321,18 @@ void check_chunk_lengths(Bytes b, const std::string& name, const char* until) {
 }  // namespace
 
 Image decode_png_cv2(Bytes b, const std::string& name, std::int64_t max_pixels, Cv2Read mode, int* orientation) {
-  const Ihdr h = read_ihdr(b, name);
-  check_dimensions(ImageFormat::PNG, name, h.width, h.height, max_pixels);
-  // libpng's row buffers: the previous row as stored and the current one at the widest pixel of the transformations
-  // (at most 8 bytes: 16-bit RGBA before stripping, or a palette index expanded to RGB).
-  const std::uint64_t libpng_row = std::max<std::uint64_t>(raw_row_bytes(h), 8 * std::uint64_t{h.width} + 64);
-  check_work(ImageFormat::PNG, name, static_cast<std::int64_t>(2 * libpng_row + 128), b.size(),
-             std::to_string(h.width) + "-pixel rows (libpng's row buffers)");
+  const Ihdr h = checked_header_cv2(b, name, max_pixels);
+  const PngTarget t = mode == Cv2Read::Grayscale ? PngTarget::Cv2Gray : PngTarget::Cv2Color;
+  if (auto im = decode_png_fast(b, fast_header(h), t, work_limit(b.size()))) {
+    *orientation = 0;  // the fast path refuses files with an eXIf chunk
+    return std::move(*im);
+  }
+  return decode_png_cv2_libpng(b, name, max_pixels, mode, orientation);
+}
+
+Image decode_png_cv2_libpng(Bytes b, const std::string& name, std::int64_t max_pixels, Cv2Read mode, int* orientation) {
+  const Ihdr h = checked_header_cv2(b, name, max_pixels);
   const bool gray = mode == Cv2Read::Grayscale;
-  check_chunk_lengths(b, name, "IEND");
 
   PngGuard g;
   g.src = PngSrc{b.data(), b.size(), 0, {}};

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "image/resize_kernels.hpp"
 #include "superpoint_rt/errors.hpp"
@@ -296,6 +297,44 @@ bool resize_plane_rows(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pi
   const RowsFn rows = kernel().rows;
   if (!rows) throw Error(ErrorKind::InvalidArgument, "resize_plane_rows needs an AVX2 or AVX-512 resize kernel");
   return rows(plan, fn, ctx, pixel_step, dst, scratch);
+}
+
+ResizePlan slice_resize_plan(const ResizePlan& plan, int out_first, int out_last) {
+  if (!plan.need_v || out_first < 0 || out_first >= out_last || out_last > plan.out_h)
+    throw Error(ErrorKind::InvalidArgument, "slice_resize_plan: rows " + std::to_string(out_first) + ".." +
+                                                std::to_string(out_last) + " of a plan of " +
+                                                std::to_string(plan.out_h) + " rows" +
+                                                (plan.need_v ? "" : " without a vertical pass"));
+  ResizePlan s;
+  s.in_w = plan.in_w;
+  s.in_h = plan.in_h;
+  s.out_w = plan.out_w;
+  s.out_h = out_last - out_first;
+  s.need_h = plan.need_h;
+  s.need_v = true;  // even when the slice happens to have as many rows as the input: its rows are not the input's
+  s.horiz = plan.horiz;
+  s.h_taps = plan.h_taps;
+  s.h_groups = plan.h_groups;
+  s.h_xmin = plan.h_xmin;
+  s.h_hi = plan.h_hi;
+  s.h_lo = plan.h_lo;
+  const auto rows = [&](const auto& v, std::size_t per_row) {
+    using V = std::remove_cvref_t<decltype(v)>;
+    return V(v.begin() + static_cast<std::ptrdiff_t>(per_row * out_first),
+             v.begin() + static_cast<std::ptrdiff_t>(per_row * out_last));
+  };
+  s.vert.in_size = plan.vert.in_size;
+  s.vert.out_size = s.out_h;
+  s.vert.ksize = plan.vert.ksize;
+  s.vert.bounds = rows(plan.vert.bounds, 2);
+  s.vert.k = rows(plan.vert.k, static_cast<std::size_t>(plan.vert.ksize));
+  s.v_pairs = plan.v_pairs;
+  s.v_hi = rows(plan.v_hi, static_cast<std::size_t>(plan.v_pairs));
+  s.v_lo = rows(plan.v_lo, static_cast<std::size_t>(plan.v_pairs));
+  s.ybox_first = s.vert.bounds[0];
+  s.ybox_last = s.vert.bounds[2 * (s.out_h - 1)] + s.vert.bounds[2 * (s.out_h - 1) + 1];
+  s.bytes = plan.bytes;
+  return s;
 }
 
 bool resize_rows_available() noexcept {

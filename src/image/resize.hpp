@@ -102,6 +102,14 @@ using ResizeRowFn = const std::uint8_t* (*)(void* ctx, int y);
 bool resize_plane_rows(const ResizePlan& plan, ResizeRowFn fn, void* ctx, int pixel_step, std::uint8_t* dst,
                        ResizeScratch& scratch);
 
+/// Output rows [out_first, out_last) of `plan` as a plan of their own, so that one resize can be split between threads
+/// (decode_jpeg_resized_plane's two-thread path): resize_plane_rows with the slice requests only the input rows those
+/// output rows read (its ybox_first..ybox_last-1) and writes exactly those rows, row out_first at dst row 0. They are
+/// bit-identical to the same rows of the whole resize: in Pillow's two passes (Resample.c) an output row depends only
+/// on the horizontal pass of its own input rows and on its own vertical weights. Needs plan.need_v and
+/// 0 <= out_first < out_last <= plan.out_h; throws Error(InvalidArgument) otherwise.
+ResizePlan slice_resize_plan(const ResizePlan& plan, int out_first, int out_last);
+
 /// Whether resize_plane_rows can run on this CPU (an AVX2 or AVX-512 kernel is in use; not with
 /// SUPERPOINT_RT_ISA=scalar).
 bool resize_rows_available() noexcept;

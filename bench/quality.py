@@ -3,7 +3,17 @@
 
     PYTHONPATH=build/python/stage bench/.venv/bin/python bench/quality.py [--pairs 132] [--seed 0]
         [--precisions fp32,bf16,int8] [--no-reference] [--shared ../shared] [--threads N] [--json PATH]
-        [--calibration IMAGE]... [--ours-python PYTHON]
+        [--calibration IMAGE]... [--ours-python PYTHON] [--simulate PLAN[,PLAN]...]
+
+    bench/.venv/bin/python bench/quality.py --precisions none --simulate bf16,int8 [--pairs 132] [--json PATH]
+
+--simulate adds rows computed by the PyTorch reference network under fake quantisation (bench/quant_sim.py: the
+product's bf16 and int8 arithmetic simulated in float, per layer; its docstring has the plan syntax, e.g.
+"int8:conv1b=bf16:act=folded:calib=real"). Their rows are named "sim <plan>" and are simulations, not measurements
+of this library. --precisions none leaves out this library's rows (no build needed); the F1 / cosine columns are
+then against the reference row (fp32, bit-exact with this library's fp32). A second table gives, per row, each
+percentage metric minus fp32's in points, the F1@2 over the images that are not calibration images, the share of the
+640x480 forward's multiply-accumulates at each precision and a rough time estimate (int8 7x, bf16 4x the f32 speed).
 
 --ours-python runs this library's rows in another interpreter (a worker process per precision): the extension
 staged by the CMake build links Debian's pybind11 2.10, which misreads numpy 2 arrays (bench/.venv has numpy 2), so
@@ -146,6 +156,41 @@ def reference_model(shared: str, weights: str, threads: int):
     return run, {"model": "shared/tools/reference.py", "torch": torch.__version__}
 
 
+def simulated_models(shared: str, weights: str, threads: int, specs: list[str]):
+    """[(row name, run, info, plan)] for the --simulate plans (bench/quant_sim.py), on one reference network."""
+    import copy
+
+    import quant_sim as S
+
+    try:
+        plans = [S.parse_plan(s) for s in specs]
+    except ValueError as e:
+        fail(f"--simulate: {e}")
+    reference_model(shared, weights, threads)  # torch check, threads, $SHARED/tools on sys.path
+    import reference as R
+    import torch
+
+    ref = R.SuperPointReference(weights, max_keypoints=-1)
+    sim = S.Simulator(ref.net, shared)
+    out = []
+    for plan in plans:
+        r = copy.copy(ref)
+        r.net = sim.net(plan)
+
+        def run(img, r=r):
+            with torch.no_grad():
+                o, _ = r.run_pixel(R.RESCALE_LUT[img], img.shape)
+            return features(o["keypoints"], o["descriptors"])
+
+        info = {"simulated": True, "plan": plan.spec, "layers": dict(plan.precision), "described": plan.describe(),
+                "act": plan.act, "calib": plan.calib, "clip": plan.clip, "targets": plan.target,
+                "calibration_images": sim.calibration_images(plan), "mac_shares": plan.mac_shares(),
+                "model": "shared/tools/reference.py under bench/quant_sim.py fake quantisation",
+                "torch": torch.__version__}
+        out.append((f"sim {plan.spec}", run, info, plan))
+    return out
+
+
 def our_model(precision: str, weights: str, threads: int, calibration: list[str]):
     """(run, engine config, None), or (None, None, reason) when the engine refuses the precision on this CPU."""
     from superpoint_rt import SuperPoint
@@ -245,9 +290,12 @@ def evaluate_row(feats, frames, pairs, seed):
     return rows, per_image
 
 
-def fidelity(per_image: dict, fp32: dict) -> dict:
+def fidelity(per_image: dict, fp32: dict, keep=None) -> dict:
+    """keep(key) -> bool: only those images (e.g. the ones a simulated int8 plan did not calibrate on)."""
     f1s, cos_mean, cos_all = [], [], []
     for key, f in per_image.items():
+        if keep is not None and not keep(key):
+            continue
         g = fp32[key]
         k = Q.FIDELITY_TOP_K
         f1s.append(Q.keypoint_f1(f["keypoints"][:k], g["keypoints"][:k]))
@@ -255,6 +303,9 @@ def fidelity(per_image: dict, fp32: dict) -> dict:
         cos_all.append(c)
         cos_mean.append(float(np.mean(c)) if len(c) else math.nan)
     cos = np.concatenate(cos_all) if cos_all else np.zeros(0)
+    if not f1s:
+        return {"images": 0, "f1@2_mean": math.nan, "f1@2_min": math.nan, "cos_mean": math.nan, "cos_min": math.nan,
+                "per_image_f1@2": []}
     return {"images": len(f1s), "f1@2_mean": float(np.mean(f1s)), "f1@2_min": float(np.min(f1s)),
             "cos_mean": float(np.mean(cos)) if len(cos) else math.nan,
             "cos_min": float(np.min(cos)) if len(cos) else math.nan,
@@ -262,6 +313,7 @@ def fidelity(per_image: dict, fp32: dict) -> dict:
 
 
 def check_targets(name: str, row: dict, fp32: dict):
+    """name: the precision whose targets apply (a simulated row: its plan's, see quant_sim.Plan.target)."""
     if name not in TARGETS or row.get("status") != "ok":
         return None
     f1_mean, f1_min, pts = TARGETS[name]
@@ -302,6 +354,36 @@ def table(rows: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['seconds_per_image']:.3f} |")
     notes = [f"{name}: not run: {r['reason']}" for name, r in rows.items() if r["status"] != "ok"]
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def delta_table(rows: dict, base: str, targets: dict) -> str:
+    """Each row against fp32 (base): percentage metrics minus fp32's in points, F1@2 (all images, and the images no
+    calibration used), share of MACs per precision and the rough time estimate of simulated rows, targets."""
+    import quant_sim as S
+
+    short = {"repeatability": "rep@3", "mma@1": "MMA@1", "mma@3": "MMA@3", "mma@5": "MMA@5", "h_acc@1": "HA@1",
+             "h_acc@3": "HA@3", "h_acc@5": "HA@5", "matching_score": "MS"}
+    head = (["row"] + [f"d{short[m]}" for m in POINT_METRICS] + ["max abs d", "F1@2 mean", "F1@2 min",
+            "held-out F1 mean/min", "MACs f32/bf16/int8 %", "est. time vs fp32", "targets"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    b = rows[base]["summary"]
+    for name, r in rows.items():
+        if r["status"] != "ok" or name == base:
+            continue
+        d = [100 * (r["summary"][m] - b[m]) for m in POINT_METRICS]
+        cells = [f"{v:+.2f}" for v in d] + [f"{max(abs(v) for v in d):.2f}"]
+        cells += [fmt(r["fidelity"]["f1@2_mean"], "f1"), fmt(r["fidelity"]["f1@2_min"], "f1")]
+        h = r.get("fidelity_heldout")
+        cells.append(f"{fmt(h['f1@2_mean'], 'f1')} / {fmt(h['f1@2_min'], 'f1')} ({h['images']} img)" if h else "-")
+        ms = r["engine"].get("mac_shares") if isinstance(r.get("engine"), dict) else None
+        if ms:
+            cells += [" / ".join(f"{100 * ms[p]:.1f}" for p in S.PRECISIONS), f"{ms['time_vs_fp32']:.3f}"]
+        else:
+            cells += ["-", "-"]
+        t = targets.get(name)
+        cells.append("-" if t is None else "PASS" if t["pass"] else "FAIL")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def json_safe(x):
@@ -350,6 +432,9 @@ def main(argv=None) -> int:
                     help="run this library's rows in that interpreter (default: this one; "
                          "$SUPERPOINT_RT_QUALITY_PYTHON), e.g. .venv/bin/python when the staged extension needs "
                          "numpy 1")
+    ap.add_argument("--simulate", action="append", default=[],
+                    help="comma-separated simulated plans (bench/quant_sim.py), e.g. bf16,int8,int8:conv1b=bf16; "
+                         "repeatable")
     ap.add_argument("--worker", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--precision", help=argparse.SUPPRESS)
     ap.add_argument("--weights", help=argparse.SUPPRESS)
@@ -358,11 +443,14 @@ def main(argv=None) -> int:
         return worker_main(a)
     if a.pairs < 1:
         fail(f"--pairs must be >= 1, got {a.pairs}")
-    precisions = [p.strip() for p in a.precisions.split(",") if p.strip()]
-    if not precisions:
+    precisions = [p.strip() for p in a.precisions.split(",") if p.strip() and p.strip() != "none"]
+    sim_specs = [s.strip() for v in a.simulate for s in v.split(",") if s.strip()]
+    if not precisions and not sim_specs:
         fail("--precisions is empty")
-    if "fp32" not in precisions:
+    if precisions and "fp32" not in precisions:
         precisions.insert(0, "fp32")  # every F1 / cosine column is against fp32
+    if not precisions and a.no_reference:
+        fail("--precisions none needs the reference row (the fp32 the simulated rows are compared with)")
     weights = os.path.join(a.shared, "weights", "superpoint")
     if not os.path.isfile(os.path.join(weights, "model.safetensors")):
         fail(f"no weights in {weights} (--shared or $SUPERPOINT_RT_SHARED)")
@@ -375,9 +463,16 @@ def main(argv=None) -> int:
 
     images = list(frames.values()) + [p["warped"] for p in pairs]
     rows, per_image = {}, {}
+    sims = {name: (run, info, plan) for name, run, info, plan in
+            (simulated_models(a.shared, weights, a.threads, sim_specs) if sim_specs else [])}
     with tempfile.TemporaryDirectory(prefix="sprt-quality-") as tmp:
-        for name in ([] if a.no_reference else [REFERENCE]) + precisions:
-            if name == REFERENCE:
+        for name in ([] if a.no_reference else [REFERENCE]) + precisions + list(sims):
+            if name in sims:
+                run, info = sims[name][:2]
+                t_row = time.perf_counter()
+                feats = [run(img) for img in images]
+                secs, reason = (time.perf_counter() - t_row) / len(images), None
+            elif name == REFERENCE:
                 run, info = reference_model(a.shared, weights, a.threads)
                 t_row = time.perf_counter()
                 feats = [run(img) for img in images]
@@ -392,13 +487,30 @@ def main(argv=None) -> int:
             pair_rows, per_image[name] = evaluate_row(feats, frames, pairs, a.seed)
             rows[name] = {"status": "ok", "engine": info, "seconds_per_image": secs,
                           "summary": Q.summarize_pairs(pair_rows), "pairs": pair_rows}
-            print(f"{name}: {secs:.3f} s/image", file=sys.stderr)
+            early = ""
+            if name != REFERENCE and REFERENCE in per_image:  # progress: the F1 against fp32 as soon as known
+                fid = fidelity(per_image[name], per_image[REFERENCE])
+                early = f", F1@2 vs the reference {fid['f1@2_mean']:.4f} mean / {fid['f1@2_min']:.4f} min"
+            print(f"{name}: {secs:.3f} s/image{early}", file=sys.stderr)
+    base = "fp32" if rows.get("fp32", {}).get("status") == "ok" else REFERENCE
+    if base not in per_image:
+        fail("no fp32 row to compare with (the library's fp32 did not run and the reference row is left out)")
+    image_of = {("pair", p["index"]): p["image"] for p in pairs}
     for name, r in rows.items():
         if r["status"] == "ok":
-            r["fidelity"] = fidelity(per_image[name], per_image["fp32"])
-    targets = {n: check_targets(n, r, rows["fp32"]) for n, r in rows.items() if n in TARGETS}
+            r["fidelity"] = fidelity(per_image[name], per_image[base])
+            held = set(r["engine"].get("calibration_images", [])) if name in sims else set()
+            if held:
+                r["fidelity_heldout"] = fidelity(per_image[name], per_image[base],
+                                                 lambda k: (k[1] if k[0] == "frame" else image_of[k]) not in held)
+    targets = {n: check_targets(n, r, rows[base]) for n, r in rows.items() if n in TARGETS}
+    targets.update({n: check_targets(sims[n][2].target, r, rows[base]) for n, r in rows.items()
+                    if n in sims and sims[n][2].target})
 
     print(table(rows))
+    if sims:
+        print()
+        print(delta_table(rows, base, targets))
     for n, t in targets.items():
         if t is None:
             print(f"targets {n}: not measured (the mode did not run)")

@@ -30,6 +30,7 @@ struct Context {
   std::array<std::vector<std::uint8_t>, 3> planes;  // resized 8-bit planes (1 or 3 used)
   std::array<std::vector<std::uint8_t>, 3> source;  // float views rounded to 8 bits, source resolution
   image::ResizeScratch resize;
+  image::ResizeScratch resize2;               // the second task's of a two-thread JPEG decode (image::ParallelFor)
   std::array<std::vector<float>, 3> fplanes;  // resized planes in [0, 1] as floats (the non-Pillow paths)
   std::vector<float> fsource;                 // one source plane as float32 (cv2 / kornia resize input)
   image::FloatResizeScratch fresize;
@@ -193,6 +194,7 @@ Engine::Engine(const Options& options) : options_(options) {
     info_.calibration = options.calibration.empty() ? std::string("built-in (3 synthetic 640x480 images)")
                                                     : std::to_string(options.calibration.size()) + " image(s)";
   info_.threads = backend_->threads();
+  if (info_.threads >= 2) host_helper_ = std::make_unique<engine::ThreadPool>(1);
   info_.cpu_units = util::cpu_units_string();
   info_.fastest_precision = util::fastest_precision().precision;
   info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
@@ -237,6 +239,7 @@ void Engine::close() {
     std::lock_guard<std::mutex> l(pool_mu_);
     pool_.reset();
   }
+  host_helper_.reset();
   {
     std::lock_guard<std::mutex> l(executor_mu_);
     executors_.clear();
@@ -334,7 +337,37 @@ backend::Executor& Engine::executor_for(int w, int h) {
   return ref;
 }
 
-Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& rp) {
+image::ParallelFor Engine::host_parallel(bool& taken) {
+  // A second core for one request's decode: only when the request is alone (the network is idle: its lock is free)
+  // and the helper thread is not splitting another request's decode. image::decode_jpeg_resized_plane's two tasks
+  // do about 45% more work together than one thread, for about 25% less wall time: a win on an idle core, a loss on
+  // a busy one.
+  taken = false;
+  if (!host_helper_ || host_helper_busy_.exchange(true)) return {};
+  taken = true;
+  if (!executor_mu_.try_lock()) return {};
+  executor_mu_.unlock();
+  return [this](int n, const std::function<void(int)>& task) {
+    std::vector<std::future<void>> rest;
+    for (int i = 1; i < n; ++i) rest.push_back(host_helper_->submit([&task, i] { task(i); }));
+    std::exception_ptr error;  // the tasks reference this frame: wait for all before rethrowing
+    try {
+      task(0);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    for (auto& f : rest) {
+      try {
+        f.get();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  };
+}
+
+Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& rp, bool may_split) {
   Prepared p;
   const auto t0 = Clock::now();
   const std::string what = input.describe();
@@ -367,8 +400,17 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
       p.frame_h = fh;
       return resize_plan(w, h, fw, fh);
     };
+    bool taken = false;
+    const image::ParallelFor parallel = may_split ? host_parallel(taken) : image::ParallelFor{};
+    struct Release {
+      std::atomic<bool>& busy;
+      bool taken;
+      ~Release() {
+        if (taken) busy.store(false);
+      }
+    } release{host_helper_busy_, taken};
     if (image::decode_jpeg_resized_plane(encoded, *encoded_name, options_.max_pixels, rgb_channel, plan_for,
-                                         ctx.planes[0], ctx.resize, &p.width, &p.height)) {
+                                         ctx.planes[0], ctx.resize, &p.width, &p.height, parallel, &ctx.resize2)) {
       p.timing.decode = ms_since(t0);
       const auto t1 = Clock::now();
       normalise_plane(ctx.planes[0].data(), static_cast<std::size_t>(p.frame_w) * p.frame_h, ctx.input);
@@ -633,7 +675,7 @@ Features Engine::run(const ImageInput& image, const Params& request) {
   std::shared_lock<std::shared_mutex> life(life_mu_);
   if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
   try {
-    Prepared p = prepare(image, params);
+    Prepared p = prepare(image, params, /*may_split=*/true);
     Features f = finish(p, params);
     release_context(std::move(p.ctx));
     return f;

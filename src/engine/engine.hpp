@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "image/decode_internal.hpp"
 #include "image/resize.hpp"
 #include "model/weights.hpp"
 #include "superpoint_rt/params.hpp"
@@ -53,7 +54,11 @@ class Engine {
   void release_context(std::unique_ptr<engine::Context> ctx);
   std::shared_ptr<const image::ResizePlan> resize_plan(int in_w, int in_h, int out_w, int out_h);
   backend::Executor& executor_for(int width, int height);  // holds executor_mu_
-  Prepared prepare(const ImageInput& image, const ResolvedParams& params);
+  // may_split: a single request (run()) may decode a JPEG on two threads (host_parallel).
+  Prepared prepare(const ImageInput& image, const ResolvedParams& params, bool may_split = false);
+  // The helper thread as an image::ParallelFor when it and the network are idle, else an empty one (serial).
+  // `taken` = the caller must clear host_helper_busy_ when its decode is done.
+  image::ParallelFor host_parallel(bool& taken);
   std::vector<backend::CalibrationPlane> calibration_planes(const std::vector<ImageInput>& images);
   // finish = network (steps 5-6 and a copy of the descriptor map, under the network lock) + postprocess (7-12).
   void network(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output);
@@ -86,6 +91,10 @@ class Engine {
 
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;
+
+  // One thread that lends a single request's JPEG decode a second core (null with one compute thread).
+  std::unique_ptr<engine::ThreadPool> host_helper_;
+  std::atomic<bool> host_helper_busy_{false};
 
   std::mutex warm_mu_;
   std::set<std::string> warmed_;

@@ -25,6 +25,7 @@
 #include "common/test_util.hpp"
 #include "image/decode_internal.hpp"
 #include "image/resize.hpp"
+#include "jpeg_synth.hpp"
 #include "superpoint_rt/errors.hpp"
 
 namespace sp = superpoint_rt;
@@ -83,72 +84,9 @@ img::detail::JpegSplitHooks forced(int first, int split) {
   return h;
 }
 
-struct Encoding {
-  int h0, v0;  // luma sampling factors (chroma 1x1), or h0 = 0 for a gray file
-  bool rgb_coded;
-  int restart_rows;  // restart interval in MCU rows (0: none)
-  bool progressive;
-};
-
-std::vector<std::uint8_t> test_pixels(int w, int h, std::mt19937& rng) {
-  std::vector<std::uint8_t> px(static_cast<std::size_t>(w) * h * 3);
-  std::uniform_int_distribution<int> u(0, 255);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) {
-      std::uint8_t* p = &px[(static_cast<std::size_t>(y) * w + x) * 3];
-      const int zone = (x / 7 + y / 5) % 4;
-      if (zone == 0) {
-        p[0] = static_cast<std::uint8_t>(x * 255 / (w > 1 ? w - 1 : 1));
-        p[1] = static_cast<std::uint8_t>(y * 255 / (h > 1 ? h - 1 : 1));
-        p[2] = static_cast<std::uint8_t>((x + y) % 256);
-      } else if (zone == 1) {  // saturated colours: the conversion clamps
-        const int k = (x / 3 + y / 3) % 4;
-        p[0] = k == 0 || k == 2 ? 255 : 0;
-        p[1] = k >= 2 ? 255 : 0;
-        p[2] = k == 1 || k == 3 ? 255 : 0;
-      } else {
-        for (int c = 0; c < 3; ++c) p[c] = static_cast<std::uint8_t>(u(rng));
-      }
-    }
-  return px;
-}
-
-std::vector<std::uint8_t> encode(const std::vector<std::uint8_t>& rgb, int w, int h, const Encoding& e) {
-  jpeg_compress_struct c{};
-  jpeg_error_mgr err{};
-  c.err = jpeg_std_error(&err);
-  jpeg_create_compress(&c);
-  unsigned char* buf = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&c, &buf, &size);
-  c.image_width = static_cast<JDIMENSION>(w);
-  c.image_height = static_cast<JDIMENSION>(h);
-  c.input_components = 3;
-  c.in_color_space = JCS_RGB;
-  jpeg_set_defaults(&c);
-  jpeg_set_quality(&c, 90, TRUE);
-  if (e.h0 == 0) {
-    jpeg_set_colorspace(&c, JCS_GRAYSCALE);
-  } else if (e.rgb_coded) {
-    jpeg_set_colorspace(&c, JCS_RGB);
-  } else {
-    c.comp_info[0].h_samp_factor = e.h0;
-    c.comp_info[0].v_samp_factor = e.v0;
-    for (int k = 1; k < 3; ++k) c.comp_info[k].h_samp_factor = c.comp_info[k].v_samp_factor = 1;
-  }
-  c.restart_in_rows = e.restart_rows;
-  if (e.progressive) jpeg_simple_progression(&c);
-  jpeg_start_compress(&c, TRUE);
-  while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<std::uint8_t*>(&rgb[static_cast<std::size_t>(c.next_scanline) * w * 3]);
-    jpeg_write_scanlines(&c, &row, 1);
-  }
-  jpeg_finish_compress(&c);
-  std::vector<std::uint8_t> out(buf, buf + size);
-  jpeg_destroy_compress(&c);
-  std::free(buf);
-  return out;
-}
+using Encoding = sprt_test::JpegEncoding;
+using sprt_test::encode_jpeg;
+using sprt_test::jpeg_test_pixels;
 
 std::string describe(const Encoding& e, int w, int h, int ow, int oh, int channel) {
   return (e.h0 ? std::to_string(e.h0) + "x" + std::to_string(e.v0) : std::string("gray")) +
@@ -195,15 +133,15 @@ TEST(JpegTwoThreads, SharedJpegsMatchOneThread) {
 TEST(JpegTwoThreads, EverySplitOfSyntheticFiles) {
   if (!img::resize_rows_available()) GTEST_SKIP() << "no SIMD resize kernel on this CPU: the fused path is off";
   std::mt19937 rng(12);
-  const Encoding encodings[] = {{1, 1, false, 0, false}, {2, 1, false, 0, false}, {1, 2, false, 0, false},
-                                {2, 2, false, 0, false}, {4, 1, false, 0, false}, {0, 0, false, 0, false},
-                                {1, 1, true, 0, false},  {2, 2, false, 1, false}, {2, 1, false, 3, false},
-                                {1, 2, false, 2, false}};
+  const Encoding encodings[] = {{1, 1, false, false, 0}, {2, 1, false, false, 0}, {1, 2, false, false, 0},
+                                {2, 2, false, false, 0}, {4, 1, false, false, 0}, {0, 0, false, false, 0},
+                                {1, 1, false, true, 0},  {2, 2, false, false, 1}, {2, 1, false, false, 3},
+                                {1, 2, false, false, 2}};
   const std::pair<int, int> sizes[] = {{8, 8}, {37, 29}, {101, 67}, {160, 121}, {61, 203}};
   int compared = 0;
   for (const Encoding& e : encodings) {
     for (const auto& [w, h] : sizes) {
-      const auto bytes = encode(test_pixels(w, h, rng), w, h, e);
+      const auto bytes = encode_jpeg(jpeg_test_pixels(w, h, rng), w, h, e);
       // Downscale in both directions, height only, upscale, and an odd output.
       const std::pair<int, int> outs[] = {
           {(w + 1) / 2, (h + 2) / 3}, {w, h - 1 > 0 ? h - 1 : 2}, {w + 3, 2 * h}, {7, 5}};
@@ -239,10 +177,10 @@ TEST(JpegTwoThreads, RawPathOnTopBandBelow) {
   // bottom part always the scanline band (jpeg_skip_scanlines is scanline-mode only); gray files take the band in both.
   if (!img::resize_rows_available()) GTEST_SKIP() << "no SIMD resize kernel on this CPU: the fused path is off";
   std::mt19937 rng(3);
-  const auto color = encode(test_pixels(64, 64, rng), 64, 64, {2, 2, false, 0, false});
+  const auto color = encode_jpeg(jpeg_test_pixels(64, 64, rng), 64, 64, {2, 2, false, false, 0});
   EXPECT_TRUE(run(color, 0, 32, 32, in_order, forced(5, 9)).info.top_raw);
   EXPECT_FALSE(run(color, 1, 32, 32, in_order, forced(5, 9)).info.top_raw);
-  const auto gray = encode(test_pixels(64, 64, rng), 64, 64, {0, 0, false, 0, false});
+  const auto gray = encode_jpeg(jpeg_test_pixels(64, 64, rng), 64, 64, {0, 0, false, false, 0});
   const Result g = run(gray, 0, 32, 32, in_order, forced(5, 9));
   EXPECT_TRUE(g.info.parallel);
   EXPECT_FALSE(g.info.top_raw);
@@ -259,8 +197,8 @@ TEST(JpegTwoThreads, RawPathOnTopBandBelow) {
 TEST(JpegTwoThreads, OneThreadWhereItDoesNotApply) {
   if (!img::resize_rows_available()) GTEST_SKIP() << "no SIMD resize kernel on this CPU: the fused path is off";
   std::mt19937 rng(4);
-  const auto base = encode(test_pixels(96, 80, rng), 96, 80, {2, 2, false, 0, false});
-  const auto prog = encode(test_pixels(96, 80, rng), 96, 80, {2, 2, false, 0, true});
+  const auto base = encode_jpeg(jpeg_test_pixels(96, 80, rng), 96, 80, {2, 2, false, false, 0});
+  const auto prog = encode_jpeg(jpeg_test_pixels(96, 80, rng), 96, 80, {2, 2, true, false, 0});
   // Progressive: one thread (the whole file is entropy-decoded in jpeg_start_decompress).
   const Result p = run(prog, 0, 40, 30, on_threads, forced(5, 9));
   EXPECT_TRUE(p.ran);
@@ -272,7 +210,7 @@ TEST(JpegTwoThreads, OneThreadWhereItDoesNotApply) {
   EXPECT_FALSE(run(base, 0, 40, 30, on_threads).info.parallel);
   // A real one: the default threshold is met.
   const int bw = 800, bh = 600;
-  const auto big = encode(test_pixels(bw, bh, rng), bw, bh, {2, 2, false, 0, false});
+  const auto big = encode_jpeg(jpeg_test_pixels(bw, bh, rng), bw, bh, {2, 2, false, false, 0});
   const Result r = run(big, 0, 640, 480, on_threads);
   EXPECT_TRUE(r.info.parallel);
   EXPECT_GE(r.info.split_row, r.info.first_rows);
@@ -283,9 +221,9 @@ TEST(JpegTwoThreads, TruncatedAndCorruptFilesFailAsOneThread) {
   if (!img::resize_rows_available()) GTEST_SKIP() << "no SIMD resize kernel on this CPU: the fused path is off";
   std::mt19937 rng(9);
   std::vector<std::vector<std::uint8_t>> files;
-  files.push_back(encode(test_pixels(160, 121, rng), 160, 121, {2, 2, false, 0, false}));
-  files.push_back(encode(test_pixels(160, 121, rng), 160, 121, {1, 2, false, 2, false}));
-  files.push_back(encode(test_pixels(160, 121, rng), 160, 121, {0, 0, false, 0, false}));
+  files.push_back(encode_jpeg(jpeg_test_pixels(160, 121, rng), 160, 121, {2, 2, false, false, 0}));
+  files.push_back(encode_jpeg(jpeg_test_pixels(160, 121, rng), 160, 121, {1, 2, false, false, 2}));
+  files.push_back(encode_jpeg(jpeg_test_pixels(160, 121, rng), 160, 121, {0, 0, false, false, 0}));
   const auto shared = sprt_test::shared_jpegs();
   if (!shared.empty()) files.push_back(sprt_test::read_bytes(shared.front()));
   int failures = 0;

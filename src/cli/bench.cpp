@@ -183,6 +183,17 @@ class ForwardWorker final : public Measurement {
   std::unique_ptr<backend::Executor> exec_;
 };
 
+// The model options of the request and throughput workers: the resolved local weights, the row's threads and
+// precision (warm-up is each worker's own).
+Options worker_options(const WorkerArgs& a) {
+  Options o;
+  o.model = a.weights_dir;
+  o.local_files_only = true;
+  o.threads = a.threads;
+  o.precision = a.precision;
+  return o;
+}
+
 class RequestWorker final : public Measurement {
  public:
   explicit RequestWorker(const WorkerArgs& a)
@@ -191,11 +202,7 @@ class RequestWorker final : public Measurement {
         png_(read_file(a.png)),
         jpeg_name_(a.jpeg),
         png_name_(a.png) {
-    Options o;
-    o.model = a.weights_dir;
-    o.local_files_only = true;
-    o.threads = a.threads;
-    o.precision = a.precision;
+    Options o = worker_options(a);
     // Prepare exactly the variants that are timed; the warm-up iterations below cover anything else.
     o.warmup = WarmupSpec::none();
     for (const auto* bytes : {&jpeg_, &png_}) {
@@ -264,11 +271,7 @@ class ThroughputWorker final : public Measurement {
   explicit ThroughputWorker(const WorkerArgs& a)
       : jpeg_(read_file(a.jpeg)),
         tmp_(fs::temp_directory_path() / ("superpoint-rt-bench-tp-" + std::to_string(::getpid()))) {
-    Options o;
-    o.model = a.weights_dir;
-    o.local_files_only = true;
-    o.threads = a.threads;
-    o.precision = a.precision;
+    Options o = worker_options(a);
     o.warmup = WarmupSpec::defaults();
     model_ = SuperPoint::from_pretrained(o);
     fs::create_directories(tmp_);

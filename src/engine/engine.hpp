@@ -56,8 +56,8 @@ class Engine {
   backend::Executor& executor_for(int width, int height);  // holds executor_mu_
   // may_split: a single request (run()) may decode a JPEG on two threads (host_parallel).
   Prepared prepare(const ImageInput& image, const ResolvedParams& params, bool may_split = false);
-  // The helper thread as an image::ParallelFor when it and the network are idle, else an empty one (serial).
-  // `taken` = the caller must clear host_helper_busy_ when its decode is done.
+  // A two-thread image::ParallelFor when the network is idle and no other request splits, else an empty one
+  // (serial). `taken` = the caller must clear host_split_busy_ when its decode is done.
   image::ParallelFor host_parallel(bool& taken);
   std::vector<backend::CalibrationPlane> calibration_planes(const std::vector<ImageInput>& images);
   // finish = network (steps 5-6 and a copy of the descriptor map, under the network lock) + postprocess (7-12).
@@ -92,9 +92,8 @@ class Engine {
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;
 
-  // One thread that lends a single request's JPEG decode a second core (null with one compute thread).
-  std::unique_ptr<engine::ThreadPool> host_helper_;
-  std::atomic<bool> host_helper_busy_{false};
+  int compute_threads_ = 1;                   // the network's threads (a decode splits only when >= 2)
+  std::atomic<bool> host_split_busy_{false};  // a request is decoding on two threads (host_parallel)
 
   std::mutex warm_mu_;
   std::set<std::string> warmed_;

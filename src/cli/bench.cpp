@@ -90,7 +90,7 @@ Frame parse_frame(const std::string& text, const std::string& flag) {
 constexpr const char* kUsage =
     "usage: superpoint-rt bench [--threads 1,2] [--precisions fp32,bf16,int8] [--rounds 5] [--iters 4]\n"
     "         [--warmup 3] [--pause-ms 200] [--frames 640x480,1024x768,1600x1200] [--jpeg FILE] [--png FILE]\n"
-    "         [--images DIR] [--no-throughput] [--peer-python PYTHON] [--peers ort,torch]\n"
+    "         [--images DIR] [--throughput-copies 8] [--no-throughput] [--peer-python PYTHON] [--peers ort,torch]\n"
     "         [--json FILE] [--peer-script FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR]\n"
     "         [--local-files-only]\n"
     "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32 and PyTorch fp32 (when the peer Python has\n"
@@ -106,6 +106,7 @@ constexpr const char* kUsage =
     "                     ../shared beside the current directory, i.e. when run from the source tree)\n"
     "                     the 480x640 plane (and each frame's) is the JPEG's red channel resized as a request does\n"
     "  --images DIR       the folder of the throughput table's batch extraction (default: the JPEG's folder)\n"
+    "  --throughput-copies N  copies of the JPEG per throughput iteration (list, batch, server)\n"
     "  --no-throughput    skip the throughput table (one process less per row, and faster)\n"
     "  --peer-python P    a Python with onnxruntime (and torch) for the peers (default $SUPERPOINT_RT_BENCH_PYTHON,\n"
     "                     else bench/.venv/bin/python of the current directory; bash bench/setup-peers.sh makes it);\n"
@@ -146,6 +147,7 @@ struct WorkerArgs {
   Frame frame;           // the forward worker's network frame
   std::string jpeg, png;
   std::string images;  // the throughput worker's folder for "batch_images" (may be empty)
+  int copies = 8;      // the throughput worker's copies of the JPEG per iteration
   int threads = 1;
   int warmup = 3;
 };
@@ -258,24 +260,24 @@ class RequestWorker final : public Measurement {
 };
 
 // Throughput of the interfaces that overlap decoding with the network (issue 12 §3): each iteration sends
-// kThroughputImages copies of the JPEG through the list API (SuperPoint::run on a span, its default 4 workers), a batch
-// extraction to an HDF5 file (batch::run with the CLI's defaults) and the HTTP server (kServerClients concurrent
-// clients posting the bytes, ?format=npz), and reports the wall time per image; "batch_images" extracts every image
-// of the --images folder (mixed sizes) once per iteration. The driver divides the network-only time per image (the
-// forward row's p50) by these: 1.0 = the interface runs at the network's own rate.
-constexpr int kThroughputImages = 8;
+// --throughput-copies (default 8) copies of the JPEG through the list API (SuperPoint::run on a span, its default 4
+// workers), a batch extraction to an HDF5 file (batch::run with the CLI's defaults) and the HTTP server (kServerClients
+// concurrent clients posting the bytes, ?format=npz), and reports the wall time per image; "batch_images" extracts
+// every image of the --images folder (mixed sizes) once per iteration. The driver divides the network-only time per
+// image (the forward row's p50) by these: 1.0 = the interface runs at the network's own rate.
 constexpr int kServerClients = 4;
 
 class ThroughputWorker final : public Measurement {
  public:
   explicit ThroughputWorker(const WorkerArgs& a)
       : jpeg_(read_file(a.jpeg)),
-        tmp_(fs::temp_directory_path() / ("superpoint-rt-bench-tp-" + std::to_string(::getpid()))) {
+        tmp_(fs::temp_directory_path() / ("superpoint-rt-bench-tp-" + std::to_string(::getpid()))),
+        copies_n_(a.copies) {
     Options o = worker_options(a);
     o.warmup = WarmupSpec::defaults();
     model_ = SuperPoint::from_pretrained(o);
     fs::create_directories(tmp_);
-    for (int i = 0; i < kThroughputImages; ++i) {
+    for (int i = 0; i < copies_n_; ++i) {
       const std::string path = (tmp_ / ("copy" + std::to_string(i) + ".jpg")).string();
       std::ofstream(path, std::ios::binary)
           .write(reinterpret_cast<const char*>(jpeg_.data()), static_cast<std::streamsize>(jpeg_.size()));
@@ -314,7 +316,7 @@ class ThroughputWorker final : public Measurement {
  private:
   std::size_t run_once(const std::string& kind) {
     if (kind == "list_jpeg") {
-      const std::vector<ImageInput> in(kThroughputImages, ImageInput::bytes(jpeg_, "bench.jpg"));
+      const std::vector<ImageInput> in(static_cast<std::size_t>(copies_n_), ImageInput::bytes(jpeg_, "bench.jpg"));
       return model_.run(in).size();
     }
     if (kind == "batch_jpeg" || kind == "batch_images") {
@@ -335,7 +337,7 @@ class ThroughputWorker final : public Measurement {
         clients.emplace_back([&, c] {
           httplib::Client cli("127.0.0.1", port_);
           cli.set_read_timeout(600, 0);
-          for (int i = c; i < kThroughputImages; i += kServerClients) {
+          for (int i = c; i < copies_n_; i += kServerClients) {
             const auto res = cli.Post("/v1/keypoints?format=npz", reinterpret_cast<const char*>(jpeg_.data()),
                                       jpeg_.size(), "image/jpeg");
             if (!res || res->status != 200)
@@ -346,13 +348,14 @@ class ThroughputWorker final : public Measurement {
       for (auto& t : clients) t.join();
       for (const auto& e : errors)
         if (!e.empty()) throw Error(ErrorKind::Internal, "throughput worker: server: " + e);
-      return kThroughputImages;
+      return static_cast<std::size_t>(copies_n_);
     }
     throw Error(ErrorKind::InvalidArgument, "throughput worker: unknown kind '" + kind + "'");
   }
 
   std::vector<std::uint8_t> jpeg_;
   fs::path tmp_;
+  int copies_n_;
   std::vector<batch::ImageEntry> copies_, folder_;
   SuperPoint model_;
   std::unique_ptr<server::HttpServer> server_;
@@ -375,6 +378,8 @@ int worker_main(ArgReader& args, const std::string& mode) {
       a.png = args.value(f);
     else if (f == "--images")
       a.images = args.value(f);
+    else if (f == "--copies")
+      a.copies = args.int_value(f, 1, 1000, "1..1000");
     else if (f == "--frame")
       a.frame = parse_frame(args.value(f), f);
     else if (f == "--threads")
@@ -584,6 +589,7 @@ int driver_main(ArgReader& args) {
   }
   bool jpeg_given = false, png_given = false, script_given = false, throughput = true;
   std::string images_dir;  // "batch_images": default the JPEG's folder
+  int copies = 8;          // copies of the JPEG per throughput iteration
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "--threads") {
@@ -627,6 +633,8 @@ int driver_main(ArgReader& args) {
       png_given = true;
     } else if (a == "--images") {
       images_dir = args.value(a);
+    } else if (a == "--throughput-copies") {
+      copies = args.int_value(a, 1, 1000, "1..1000");
     } else if (a == "--no-throughput") {
       throughput = false;
     } else if (a == "--json") {
@@ -741,7 +749,7 @@ int driver_main(ArgReader& args) {
       if (throughput) {
         std::vector<std::string> tp{exe, "bench", "--worker", "throughput"};
         tp.insert(tp.end(), common.begin(), common.end());
-        tp.insert(tp.end(), {"--jpeg", jpeg, "--images", images_dir});
+        tp.insert(tp.end(), {"--jpeg", jpeg, "--images", images_dir, "--copies", std::to_string(copies)});
         r.throughput = std::make_unique<Child>(tp);
       }
       rows.push_back(std::move(r));
@@ -863,6 +871,9 @@ int driver_main(ArgReader& args) {
         if (kind.rfind("forward_", 0) == 0) rj[kind]["peak_rss_mb"] = r.rss_of(kind);
       }
       if (!std::isnan(ort)) rj["forward_vs_ort"] = fwd / ort;
+      if (r.throughput)  // the share of the network-only rate each interface reached (the table's "x net")
+        for (const char* k : {"list_jpeg", "batch_jpeg", "server_jpeg", "batch_images"})
+          rj[k]["x_net"] = fwd / percentile(r.series.at(k).ms, 50);
       rows_json.push_back(rj);
     }
   }
@@ -875,7 +886,7 @@ int driver_main(ArgReader& args) {
   }
 
   if (throughput) {
-    out << "\nthroughput: ms per image (p50) of " << kThroughputImages << " copies of the " << jpeg_label
+    out << "\nthroughput: ms per image (p50) of " << copies << " copies of the " << jpeg_label
         << " through the list API (4 workers), a batch extraction to HDF5 and the HTTP server (" << kServerClients
         << " clients, npz), and of a batch extraction of the " << folder_images << " images of " << images_dir
         << "\n(mixed sizes); x net = the forward p50 / that p50: the share of the network-only rate reached\n";

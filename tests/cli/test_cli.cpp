@@ -208,14 +208,21 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   sprt_test::TempDir out;
   const std::string json_path = out.file("bench.json");
   std::string log;
-  // One small extra frame keeps the test quick (the default frames are 1024x768 and 1600x1200).
+  // One small extra frame keeps the test quick (the default frames are 1024x768 and 1600x1200), and so do two
+  // copies per throughput iteration and a folder of two small images.
+  sprt_test::TempDir folder;
+  for (const char* name : {"icl_250.png", "skimage_coins.png"})
+    std::filesystem::copy_file(img(name), folder.file(name));
   const std::string args = " --rounds 1 --iters 2 --warmup 0 --threads 1 --precisions fp32 --peer-python '' --jpeg " +
                            img("berlin01_1600x900.jpg") + " --png " + img("icl_250.png") + " --json " + json_path +
-                           " --frames 320x240";
+                           " --frames 320x240 --throughput-copies 2 --images " + folder.path();
   ASSERT_EQ(sprt_test::run_command(cli() + "bench" + args + weights(), &log), 0) << log;
-  for (const char* s :
-       {"forward 480x640", "JPEG 1600x900", "PNG 640x480", "x ORT", "ours fp32", "no peer Python", "forward 640x480",
-        "forward 320x240", "cost/px", "hloc request", "hloc:superpoint_aachen on the JPEG 1600x900 (network 1024x576)"})
+  for (const std::string& s :
+       std::vector<std::string>{"forward 480x640", "JPEG 1600x900", "PNG 640x480", "x ORT", "ours fp32",
+                                "no peer Python", "forward 640x480", "forward 320x240", "cost/px", "hloc request",
+                                "hloc:superpoint_aachen on the JPEG 1600x900 (network 1024x576)",
+                                "throughput: ms per image (p50) of 2 copies", "list JPEG", "batch folder",
+                                "the 2 images of " + folder.path()})
     EXPECT_NE(log.find(s), std::string::npos) << s << "\n" << log;
   const CpuinfoUnits units = cpuinfo_units();
   const auto units_at = log.find(units.line() + "\n");
@@ -233,6 +240,14 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   EXPECT_GT(row.at("peak_rss_mb_forward").get<double>(), 10.0);
   EXPECT_GT(row.at("peak_rss_mb_request").get<double>(), 10.0);
   EXPECT_NE(row.at("plan").get<std::string>().find("conv1a"), std::string::npos);
+  // The throughput table: every interface measured once per iteration (the folder once per round), and its share
+  // of the network-only rate is the forward p50 over its own p50.
+  for (const char* kind : {"list_jpeg", "batch_jpeg", "server_jpeg", "batch_images"}) {
+    ASSERT_EQ(row.at(kind).at("ms").size(), std::string(kind) == "batch_images" ? 1u : 2u) << kind;
+    const double p50 = row.at(kind).at("p50").get<double>();
+    EXPECT_GT(p50, 0.0) << kind;
+    EXPECT_NEAR(row.at(kind).at("x_net").get<double>(), row.at("forward").at("p50").get<double>() / p50, 1e-9) << kind;
+  }
   // The network frames and the hloc request: new keys beside the 640x480 ones.
   EXPECT_EQ(j.at("frames"), nlohmann::json::array({"640x480", "320x240"}));
   ASSERT_EQ(row.at("forward_320x240").at("ms").size(), 2u);

@@ -5,9 +5,10 @@
 //   superpoint_rt::Features f = model.run(superpoint_rt::ImageInput::file("image.jpg"));
 //
 // Thread-safety: a SuperPoint object may be shared by any number of threads. Decoding, resizing and
-// post-processing run on the calling thread; the network runs one request at a time on the model's compute threads
-// (Options::threads). close() may be called from any thread; calls that start after it throw Error(Closed), calls
-// in flight finish first. SuperPoint is a cheap handle: copies share one model.
+// post-processing run on the calling thread (a single JPEG request's decode may borrow a second compute thread while
+// the network is idle; list calls use their workers); the network runs one request at a time on the model's compute
+// threads (Options::threads). close() may be called from any thread; calls that start after it throw Error(Closed),
+// calls in flight finish first. SuperPoint is a cheap handle: copies share one model.
 #pragma once
 
 #include <cstdint>

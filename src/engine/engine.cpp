@@ -194,7 +194,6 @@ Engine::Engine(const Options& options) : options_(options) {
     info_.calibration = options.calibration.empty() ? std::string("built-in (3 synthetic 640x480 images)")
                                                     : std::to_string(options.calibration.size()) + " image(s)";
   info_.threads = backend_->threads();
-  compute_threads_ = info_.threads;
   info_.cpu_units = util::cpu_units_string();
   info_.fastest_precision = util::fastest_precision().precision;
   info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
@@ -341,10 +340,13 @@ image::ParallelFor Engine::host_parallel(bool& taken) {
   // and no other request is splitting its decode. image::decode_jpeg_resized_plane's two tasks do about 45% more work
   // together than one thread, for about 25% less wall time: a win on an idle core, a loss on a busy one.
   taken = false;
-  if (compute_threads_ < 2 || host_split_busy_.exchange(true)) return {};
-  taken = true;
-  if (!executor_mu_.try_lock()) return {};
+  if (info_.threads < 2 || host_split_busy_.exchange(true)) return {};
+  if (!executor_mu_.try_lock()) {
+    host_split_busy_.store(false);
+    return {};
+  }
   executor_mu_.unlock();
+  taken = true;
   // The tasks run on this thread's OpenMP team, the threads oneDNN's forward runs on: right after a forward they
   // are still spinning (libgomp's spin-wait) and take the task at once, where a thread of our own would compete with
   // them for the core (measured: 10-12 ms against 7 ms on one thread, instead of about 5 ms). The tasks never wait

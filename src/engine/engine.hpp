@@ -1,9 +1,11 @@
 // The request path (SPEC §2) behind every interface. Backend-agnostic: it talks to backend::Backend/Executor only.
 //
-// A request runs in two halves:
-//   prepare  (calling or worker thread): decode -> channel pick -> Pillow resize -> v / 255  into a pooled Context
-//   finish   (calling thread, under the network lock): network -> scores -> NMS -> top-k -> descriptors
-// so that list requests prepare the next images while the network runs the current one.
+// A request runs in three stages:
+//   prepare      (calling or worker thread): decode -> channel pick -> resize -> v / 255  into a pooled Context; a
+//                single request's JPEG decode may also use the calling thread's OpenMP team (host_parallel)
+//   network      (calling thread, under the network lock): forward -> scores -> a copy of the descriptor map
+//   postprocess  (calling thread, or a worker for lists): NMS -> top-k -> descriptors, without the lock
+// so that list requests prepare the next images and post-process the last one while the network runs.
 //
 // Thread-safety: every public method may be called concurrently. close() waits for calls in flight.
 #pragma once
@@ -92,7 +94,6 @@ class Engine {
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;
 
-  int compute_threads_ = 1;                   // the network's threads (a decode splits only when >= 2)
   std::atomic<bool> host_split_busy_{false};  // a request is decoding on two threads (host_parallel)
 
   std::mutex warm_mu_;

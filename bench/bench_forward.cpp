@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
         std::string precision;
         std::unique_ptr<sp::backend::Backend> be;
         std::unique_ptr<sp::backend::Executor> ex;
+        std::vector<float> plane;
         std::vector<double> full, kp_only, cpu;
       };
       std::vector<Mode> modes;
@@ -80,19 +81,20 @@ int main(int argc, char** argv) {
         m.ex = m.be->plan({480, 640});
         std::mt19937 rng(1);
         std::uniform_int_distribution<int> px(0, 255);
-        for (int i = 0; i < 480 * 640; ++i) m.ex->input()[i] = static_cast<float>(px(rng)) / 255.0f;
-        m.ex->run(true);  // warm-up (first-touch of arenas, caches)
-        m.ex->run(false);
+        m.plane.resize(480 * 640);
+        for (float& v : m.plane) v = static_cast<float>(px(rng)) / 255.0f;
+        m.ex->run(m.plane.data(), true);  // warm-up (first-touch of the workspace, caches)
+        m.ex->run(m.plane.data(), false);
         modes.push_back(std::move(m));
       }
       for (int r = 0; r < runs; ++r) {
         for (auto& m : modes) {
           const std::clock_t c0 = std::clock();
           auto t0 = std::chrono::steady_clock::now();
-          m.ex->run(true);
+          m.ex->run(m.plane.data(), true);
           auto t1 = std::chrono::steady_clock::now();
           m.cpu.push_back(1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
-          m.ex->run(false);
+          m.ex->run(m.plane.data(), false);
           auto t2 = std::chrono::steady_clock::now();
           m.full.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
           m.kp_only.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());

@@ -1,8 +1,11 @@
 // The internal compute-backend interface: load -> plan -> run.
 //
 //   load: create_backend(name, weights, options) takes the weights once (reorders, uploads).
-//   plan: Backend::plan() creates every primitive and buffer for the network frame; nothing is created per call.
-//   run:  Executor::run() reads input() and writes logits() / descriptors().
+//   plan: Backend::plan() creates every primitive for the network frame and lays out the buffers it needs; nothing
+//         is created per call. A plan owns only what is specific to its shape (primitives, weights in their layout):
+//         its activations, scratch and outputs are blocks of one workspace the backend shares between all its plans
+//         (backend/workspace.hpp), as large as the largest plan in use.
+//   run:  Executor::run(input) reads the caller's plane and writes logits() / descriptors().
 //
 // The engine only talks to this interface; a new backend (CUDA) is a new folder under src/backend/ that implements
 // it and registers in backend.cpp.
@@ -12,9 +15,13 @@
 //   logits       Hc x Wc x 65           raw keypoint-head output (conv_score_b), Hc = H / 8, Wc = W / 8
 //   descriptors  Hc x Wc x 256          raw descriptor-head output (conv_descriptor_b), NOT L2-normalised
 //
-// Thread-safety: a Backend may be shared; an Executor is used by one thread at a time (the engine serialises).
+// Thread-safety: a Backend may be shared (plan() from any thread). The executors of one backend run one at a time
+// (run() waits for a run of another plan of the same backend), and their outputs live in the shared workspace:
+// logits() / descriptors() are valid until the next run() of ANY executor of that backend (the engine reads them
+// under its network lock).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +30,7 @@
 
 namespace superpoint_rt::backend {
 
-/// One normalised network input plane (H x W floats, v / 255.0f, as Executor::input()) for int8 calibration.
+/// One normalised network input plane (H x W floats, v / 255.0f, as Executor::run() reads) for int8 calibration.
 struct CalibrationPlane {
   int height = 0, width = 0;
   std::vector<float> pixels;
@@ -40,6 +47,10 @@ struct BackendOptions {
 struct PlanOptions {
   int height = 480;
   int width = 640;
+  /// The full-resolution block (conv1a, conv1b, pool1) in horizontal stripes of this many rows (oneDNN:
+  /// backend/onednn/stripes.hpp; bit-identical to 0): -1 = the backend's rule, 0 = no stripes, else a positive
+  /// multiple of 4.
+  int stripe_rows = -1;
 };
 
 class Executor {
@@ -47,17 +58,22 @@ class Executor {
   virtual ~Executor() = default;
   virtual int height() const = 0;
   virtual int width() const = 0;
-  /// H x W floats the caller fills before run().
-  virtual float* input() = 0;
-  /// Runs the encoder and the keypoint head, and the descriptor head when `descriptors` is true (when false it does
-  /// no descriptor work at all). Throws Error(Internal) on a compute-library failure.
-  virtual void run(bool descriptors) = 0;
-  virtual const float* logits() const = 0;  // Hc x Wc x 65, valid until the next run()
-  /// Hc x Wc x D, valid after run(true) until the next run(). Mutable: the engine L2-normalises the cells in place
-  /// (the buffer is the executor's output scratch, rewritten by every run), which saves a copy of the map.
+  /// Runs the encoder and the keypoint head on `input` (height() x width() floats, the normalised plane, read during
+  /// the call only), and the descriptor head when `descriptors` is true (when false it does no descriptor work at
+  /// all and leaves descriptors() as the last run(true) of this executor wrote it, unless another executor of the
+  /// backend ran since). Throws Error(Internal) on a compute-library failure, std::bad_alloc when the workspace
+  /// cannot grow.
+  virtual void run(const float* input, bool descriptors) = 0;
+  virtual const float* logits() const = 0;  // Hc x Wc x 65, valid until the next run() of the backend's executors
+  /// Hc x Wc x D, valid after run(true) until the next run() of the backend's executors. Mutable: the engine may
+  /// L2-normalise the cells in place (the buffer is workspace, rewritten by every run).
   virtual float* descriptors() = 0;
   /// Per-layer algorithm description, e.g. "conv1a:direct(jit:avx512_core) conv1b:winograd ..."
   virtual std::string plan_description() const = 0;
+  /// Bytes of the backend's shared workspace this plan needs while it runs (activations, scratch, outputs).
+  virtual std::size_t workspace_bytes() const = 0;
+  /// Bytes this plan holds on its own while it exists (weights in its primitives' layouts, small scratch).
+  virtual std::size_t plan_bytes() const = 0;
 };
 
 class Backend {
@@ -67,6 +83,9 @@ class Backend {
   virtual std::string device() const = 0;     // "cpu"
   virtual std::string precision() const = 0;  // "fp32"
   virtual int threads() const = 0;            // threads the executors use
+  /// Bytes of the shared workspace held now: the largest workspace_bytes() among the live executors that have run.
+  virtual std::size_t workspace_bytes() const = 0;
+  /// Throws InvalidArgument for a frame or stripe_rows out of range.
   virtual std::unique_ptr<Executor> plan(const PlanOptions& options) = 0;
 };
 

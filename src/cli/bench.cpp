@@ -164,9 +164,9 @@ class ForwardWorker final : public Measurement {
     const auto plane = read_bytes(a.plane_u8, std::size_t(a.frame.w) * std::size_t(a.frame.h), "plane");
     backend_ = backend::create_backend("cpu", model::load_weights_dir(a.weights_dir), {a.threads, a.precision});
     exec_ = backend_->plan({a.frame.h, a.frame.w});
-    float* in = exec_->input();
-    for (std::size_t i = 0; i < plane.size(); ++i) in[i] = static_cast<float>(plane[i]) / 255.0f;  // v / 255.0f
-    for (int i = 0; i < a.warmup; ++i) exec_->run(true);
+    input_.resize(plane.size());
+    for (std::size_t i = 0; i < plane.size(); ++i) input_[i] = static_cast<float>(plane[i]) / 255.0f;  // v / 255.0f
+    for (int i = 0; i < a.warmup; ++i) exec_->run(input_.data(), true);
   }
   json measure(const std::string& kind, int iters) override {
     if (kind != "forward") throw Error(ErrorKind::InvalidArgument, "forward worker: unknown kind '" + kind + "'");
@@ -174,7 +174,7 @@ class ForwardWorker final : public Measurement {
     const double cpu0 = process_cpu_ms();
     for (int i = 0; i < iters; ++i) {
       const auto t0 = Clock::now();
-      exec_->run(true);
+      exec_->run(input_.data(), true);
       ms.push_back(ms_since(t0));
     }
     return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}, {"plan", exec_->plan_description()}};
@@ -183,6 +183,7 @@ class ForwardWorker final : public Measurement {
  private:
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<backend::Executor> exec_;
+  std::vector<float> input_;
 };
 
 // The model options of the request and throughput workers: the resolved local weights, the row's threads and

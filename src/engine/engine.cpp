@@ -578,10 +578,7 @@ void Engine::network(Prepared& p, const ResolvedParams& rp, bool reuse_network_o
   std::lock_guard<std::mutex> lock(executor_mu_);
   const auto t0 = Clock::now();  // a frame's first request plans its network: that time counts as forward
   backend::Executor& ex = executor_for(p.frame_w, p.frame_h);
-  if (!reuse_network_output) {
-    std::memcpy(ex.input(), ctx.input.data(), ctx.input.size() * sizeof(float));
-    ex.run(rp.return_descriptors);
-  }
+  if (!reuse_network_output) ex.run(ctx.input.data(), rp.return_descriptors);
   p.timing.forward = ms_since(t0);
   const auto t1 = Clock::now();
   ctx.heat.resize(static_cast<std::size_t>(8 * wc) * static_cast<std::size_t>(8 * hc));

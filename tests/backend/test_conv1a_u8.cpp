@@ -41,7 +41,7 @@ std::vector<std::uint8_t> run(const Layer& l, d::Conv1aU8Row row, const std::vec
   std::vector<std::uint8_t> out(static_cast<std::size_t>(h) * w * l.k.channels, 0xAB);
   std::vector<float> scratch(d::conv1a_u8_scratch_floats(w));
   for (std::size_t i = 0; i + 1 < cuts.size(); ++i)
-    d::conv1a_u8_rows(l.k, row, in.data(), h, w, cuts[i], cuts[i + 1], out.data(), scratch.data());
+    d::conv1a_u8_rows(l.k, row, in.data(), h, w, cuts[i], cuts[i + 1], out.data(), 0, scratch.data());
   return out;
 }
 
@@ -109,7 +109,7 @@ TEST(Conv1aU8, RoundsHalfToEven) {
   if (superpoint_rt::util::cpu_features().avx512()) rows.push_back(d::conv1a_u8_row_avx512);
   for (const auto row : rows) {
     std::vector<std::uint8_t> out(16);
-    d::conv1a_u8_rows(k, row, in.data(), 1, 1, 0, 1, out.data(), scratch.data());
+    d::conv1a_u8_rows(k, row, in.data(), 1, 1, 0, 1, out.data(), 0, scratch.data());
     for (int c = 0; c < 16; ++c) EXPECT_EQ(out[static_cast<std::size_t>(c)], want[c]) << "bias " << halves[c];
   }
 }

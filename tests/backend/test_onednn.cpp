@@ -109,8 +109,7 @@ GoldenErrors compare_golden(be::Executor& ex, const std::string& name) {
   const auto gs = z.at("score_map").as_float();       // 480 x 640
   const auto gd = z.at("descriptor_map").as_float();  // 256 x 60 x 80, L2-normalised
   EXPECT_EQ(pv.size(), 480u * 640u);
-  std::memcpy(ex.input(), pv.data(), pv.size() * sizeof(float));
-  ex.run(true);
+  ex.run(pv.data(), true);
   const int hc = 60, wc = 80;
   GoldenErrors e;
   for (int i = 0; i < hc; ++i) {
@@ -207,8 +206,7 @@ TEST(OneDnnBackend, MatchesScalarReferenceOnSmallFrames) {
     auto b = be::create_backend("cpu", wt, {1, "fp32"});
     auto ex = b->plan({h, w});
     const auto plane = sprt_test::random_plane(h, w, static_cast<unsigned>(h * 1000 + w));
-    std::memcpy(ex->input(), plane.data(), plane.size() * sizeof(float));
-    ex->run(true);
+    ex->run(plane.data(), true);
     const auto ref = ref_network(wt, plane, h, w);
     const int hc = h / 8, wc = w / 8;
     double el = 0, ed = 0, scale_l = 0, scale_d = 0;
@@ -260,19 +258,17 @@ TEST(OneDnnBackend, RepeatedRunsAreBitIdentical) {
   auto b = be::create_backend("cpu", real_weights(), {0, "fp32"});
   auto ex = b->plan({480, 640});
   const auto plane = sprt_test::random_plane(480, 640, 7);
-  std::memcpy(ex->input(), plane.data(), plane.size() * sizeof(float));
-  ex->run(true);
+  ex->run(plane.data(), true);
   const auto l0 = copy_out(ex->logits(), 60 * 80 * 65), d0 = copy_out(ex->descriptors(), 60 * 80 * 256);
   for (int r = 0; r < 3; ++r) {
-    ex->run(r % 2 == 0);
+    ex->run(plane.data(), r % 2 == 0);
     EXPECT_EQ(0, std::memcmp(l0.data(), ex->logits(), l0.size() * sizeof(float))) << "run " << r;
   }
-  ex->run(true);
+  ex->run(plane.data(), true);
   EXPECT_EQ(0, std::memcmp(d0.data(), ex->descriptors(), d0.size() * sizeof(float)));
   // A second plan (as a second process would build) gives the same bits.
   auto ex2 = b->plan({480, 640});
-  std::memcpy(ex2->input(), plane.data(), plane.size() * sizeof(float));
-  ex2->run(true);
+  ex2->run(plane.data(), true);
   EXPECT_EQ(0, std::memcmp(l0.data(), ex2->logits(), l0.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(d0.data(), ex2->descriptors(), d0.size() * sizeof(float)));
 }
@@ -284,8 +280,7 @@ TEST(OneDnnBackend, ThreadCountsGiveBitIdenticalOutputs) {
   for (int t = 0; t < 3; ++t) {
     auto b = be::create_backend("cpu", real_weights(), {threads[t], "fp32"});
     auto ex = b->plan({480, 640});
-    std::memcpy(ex->input(), plane.data(), plane.size() * sizeof(float));
-    ex->run(true);
+    ex->run(plane.data(), true);
     l[t] = copy_out(ex->logits(), 60 * 80 * 65);
     d[t] = copy_out(ex->descriptors(), 60 * 80 * 256);
   }
@@ -299,18 +294,16 @@ TEST(OneDnnBackend, RunWithoutDescriptorsSkipsTheDescriptorHead) {
   auto b = be::create_backend("cpu", real_weights(), {1, "fp32"});
   auto ex = b->plan({480, 640});
   auto p1 = sprt_test::random_plane(480, 640, 1), p2 = sprt_test::random_plane(480, 640, 2);
-  std::memcpy(ex->input(), p1.data(), p1.size() * sizeof(float));
-  ex->run(true);
+  ex->run(p1.data(), true);
   const auto d1 = copy_out(ex->descriptors(), 60 * 80 * 256);
   const auto l1 = copy_out(ex->logits(), 60 * 80 * 65);
-  std::memcpy(ex->input(), p2.data(), p2.size() * sizeof(float));
-  ex->run(false);
+  ex->run(p2.data(), false);
   // Logits follow the new input, descriptors are untouched (no descriptor work was done).
   EXPECT_NE(0, std::memcmp(l1.data(), ex->logits(), l1.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(d1.data(), ex->descriptors(), d1.size() * sizeof(float)));
   // run(false) logits equal run(true) logits for the same input.
   const auto l2 = copy_out(ex->logits(), l1.size());
-  ex->run(true);
+  ex->run(p2.data(), true);
   EXPECT_EQ(0, std::memcmp(l2.data(), ex->logits(), l2.size() * sizeof(float)));
   EXPECT_NE(0, std::memcmp(d1.data(), ex->descriptors(), d1.size() * sizeof(float)));
 }

@@ -70,8 +70,7 @@ struct Outputs {
 
 Outputs run_once(be::Backend& b, const std::vector<float>& plane, int h, int w) {
   auto ex = b.plan({h, w});
-  std::memcpy(ex->input(), plane.data(), plane.size() * sizeof(float));
-  ex->run(true);
+  ex->run(plane.data(), true);
   const std::size_t cells = static_cast<std::size_t>(h / 8) * (w / 8);
   return {copy_out(ex->logits(), cells * 65), copy_out(ex->descriptors(), cells * 256)};
 }
@@ -156,11 +155,10 @@ void check_bit_identical(const std::function<std::unique_ptr<be::Backend>(int)>&
     auto b1 = make(1);
     if (!b1) return;
     auto ex = b1->plan({h, w});
-    std::memcpy(ex->input(), plane.data(), plane.size() * sizeof(float));
-    ex->run(true);
+    ex->run(plane.data(), true);
     const auto l0 = copy_out(ex->logits(), cells * 65), d0 = copy_out(ex->descriptors(), cells * 256);
     for (int r = 0; r < 2; ++r) {
-      ex->run(true);
+      ex->run(plane.data(), true);
       EXPECT_EQ(0, std::memcmp(l0.data(), ex->logits(), l0.size() * sizeof(float))) << h << "x" << w << " run " << r;
       EXPECT_EQ(0, std::memcmp(d0.data(), ex->descriptors(), d0.size() * sizeof(float))) << h << "x" << w;
     }

@@ -23,7 +23,7 @@ void conv1a_u8_row_reference(const Conv1aU8& k, const float* r0, const float* r1
 }
 
 void conv1a_u8_rows(const Conv1aU8& k, Conv1aU8Row row, const float* in, int h, int w, int y0, int y1,
-                    std::uint8_t* out, float* scratch) {
+                    std::uint8_t* out, int out_row0, float* scratch) {
   const std::size_t stride = static_cast<std::size_t>(w) + 2;
   for (int y = y0; y < y1; ++y) {
     for (int i = 0; i < 3; ++i) {
@@ -35,7 +35,8 @@ void conv1a_u8_rows(const Conv1aU8& k, Conv1aU8Row row, const float* in, int h, 
         r[x + 1] = sy < 0 || sy >= h ? 0.f : in[static_cast<std::size_t>(sy) * static_cast<std::size_t>(w) + x];
     }
     row(k, scratch, scratch + stride, scratch + 2 * stride, w,
-        out + static_cast<std::size_t>(y) * static_cast<std::size_t>(w) * static_cast<std::size_t>(k.channels));
+        out + static_cast<std::size_t>(y - out_row0) * static_cast<std::size_t>(w) *
+                  static_cast<std::size_t>(k.channels));
   }
 }
 

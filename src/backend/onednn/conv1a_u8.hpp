@@ -39,9 +39,10 @@ inline std::size_t conv1a_u8_scratch_floats(int w) {
   return 3 * (static_cast<std::size_t>(w) + 2);
 }
 
-/// Output rows [y0, y1) of the h x w plane `in` (row-major floats) into `out` (h x w x channels bytes, NHWC), one
+/// Output rows [y0, y1) of the h x w plane `in` (row-major floats) into `out` (w x channels bytes per row, NHWC,
+/// its first row holding output row `out_row0` <= y0: 0 for the whole frame, a stripe's first row otherwise), one
 /// `row` call per row. Each row depends on the input only, so any split of the rows gives the same bytes.
 void conv1a_u8_rows(const Conv1aU8& k, Conv1aU8Row row, const float* in, int h, int w, int y0, int y1,
-                    std::uint8_t* out, float* scratch);
+                    std::uint8_t* out, int out_row0, float* scratch);
 
 }  // namespace superpoint_rt::backend::detail

@@ -10,12 +10,16 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "backend/onednn/conv1a_u8.hpp"
+#include "backend/onednn/stripes.hpp"
+#include "backend/workspace.hpp"
 #include "image/synthetic.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "util/cpu.hpp"
@@ -84,7 +88,8 @@ int resolve_threads(int threads) {
   return threads > 0 ? threads : omp_get_num_procs();
 }
 
-// 64-byte aligned float storage (oneDNN's JIT kernels prefer cache-line aligned buffers).
+// 64-byte aligned float storage for our own kernels' per-thread scratch (small; the network's buffers are blocks of
+// the backend's workspace).
 struct AlignedBuffer {
   float* p = nullptr;
   std::size_t bytes = 0;
@@ -106,7 +111,7 @@ struct AlignedBuffer {
 struct Step {
   dnnl::primitive prim;
   std::vector<dnnl_exec_arg_t> args;  // prebuilt so that run() allocates nothing of its own
-  std::vector<memory> keep;           // the memories `args` points to
+  std::vector<memory> keep;           // every memory the step reads or writes (lifetimes; kept alive)
   const char* label = nullptr;        // conv layer whose f32 output int8 calibration records (else nullptr)
   memory out;                         // that output
   std::function<void()> fn = {};      // run instead of `prim` when set (our own kernels)
@@ -116,47 +121,165 @@ struct Step {
 // "score_a", "descriptor_a"): int8 calibration's result.
 using LayerMax = std::map<std::string, float>;
 
+// The activation layouts whose row ranges the striped block addresses: `block` channels per piece, each piece
+// rows x width x block values contiguous (nChw16c / nChw8c: 16 / 8; nhwc: every channel, one piece; nchw: 1).
+struct RowLayout {
+  tag t = tag::undef;
+  int block = 0;
+  explicit operator bool() const { return block > 0; }
+};
+
+RowLayout row_layout_of(const memory::desc& d) {
+  const auto dims = d.dims();
+  if (dims.size() != 4) return {};
+  const int c = static_cast<int>(dims[1]);
+  for (const auto& [t, block] : {std::pair{tag::nChw16c, 16}, {tag::nChw8c, 8}, {tag::nhwc, c}, {tag::nchw, 1}}) {
+    if (c % block != 0) continue;
+    if (memory::desc(dims, d.data_type(), t) == d) return {t, block};
+  }
+  return {};
+}
+
+// Bytes of `rows` rows of one piece (rows x width x block values) of a tensor `width` wide.
+std::size_t piece_bytes(const RowLayout& l, dt type, std::int64_t rows, std::int64_t width) {
+  return static_cast<std::size_t>(rows * width * l.block) * memory::data_type_size(type);
+}
+
+// A convolution's rows; its width keeps its size, zero padding kernel / 2 on both sides.
+struct ConvRows {
+  int ih = 0, oh = 0;       // input and output rows
+  int top = 0, bottom = 0;  // zero padding rows
+};
+
+// One convolution as a plan runs it: made once per input layout and geometry (the stripes of one shape share it),
+// its primitive and weights made when a step first uses it.
+struct ConvKind {
+  std::string label;
+  memory::desc src;  // the producer's layout it was made for
+  ConvRows rows;
+  memory::desc dst_given;  // the dst the caller asked for (zero desc: any)
+  dnnl::convolution_forward::primitive_desc pd;
+  std::string algo;           // "direct", "winograd", "winograd->direct" ...
+  bool reorder_out = false;   // writes its own layout, a reorder fills the given dst (outputs on AVX2 / SSE4.1)
+  float s_in = 0, s_out = 1;  // int8 scales
+  std::vector<float> ws;      // int8 weight scales per output channel
+  dnnl::primitive prim;       // made by realise()
+  dnnl::primitive src_reorder;
+  memory w, b;
+};
+
+struct PoolKind {
+  memory::desc src, dst_given;
+  dnnl::pooling_forward::primitive_desc pd;
+  dnnl::primitive prim;
+};
+
+// A stripe shape oneDNN cannot run with the unstriped plan's implementation (the plan then runs unstriped).
+class StripeUnsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class OneDnnExecutor final : public Executor {
  public:
   // `act_max` (int8 only, else nullptr): the calibration. `record` (fp32 only, else nullptr): run() raises each
-  // layer's entry to the maximum of its output (the calibration pass).
+  // layer's entry to the maximum of its output (the calibration pass; such a plan is unstriped).
   OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, Precision precision,
-                 const dnnl::engine& eng, const LayerMax* act_max = nullptr, LayerMax* record = nullptr);
+                 const dnnl::engine& eng, std::shared_ptr<Workspace> workspace, const LayerMax* act_max = nullptr,
+                 LayerMax* record = nullptr);
+  ~OneDnnExecutor() override;
 
   int height() const override { return h_; }
   int width() const override { return w_; }
-  float* input() override { return input_.p; }
-  void run(bool descriptors) override;
-  const float* logits() const override { return logits_.p; }
-  float* descriptors() override { return descriptors_.p; }
+  void run(const float* input, bool descriptors) override;
+  const float* logits() const override { return at<const float>(logits_block_); }
+  float* descriptors() override { return at<float>(descriptors_block_); }
   std::string plan_description() const override { return description_; }
+  std::size_t workspace_bytes() const override { return workspace_bytes_; }
+  std::size_t plan_bytes() const override { return plan_bytes_; }
 
  private:
-  // An activation memory whose buffer is arena `arena` (0/1); the arenas are sized and attached at the end of plan.
-  memory activation(const memory::desc& d, int arena);
-  // Adds conv (+bias, +relu) reading `src`; returns its dst. `dst_external` (if given) is the output memory.
-  memory add_conv(std::vector<Step>& seq, const model::Conv& c, memory src, int hh, int ww, bool relu, int dst_arena,
-                  const memory* dst_external, const char* label);
-  memory add_pool(std::vector<Step>& seq, memory src, int dst_arena, const char* label);
-  // int8: conv1a (+bias, +relu) quantised to u8 NHWC as it is written (conv1a_u8.hpp); returns its dst.
-  memory add_conv1a_u8(std::vector<Step>& seq, const model::Conv& c, int dst_arena);
-  void execute(std::vector<Step>& seq);
+  template <class T>
+  T* at(int block) const {
+    return bound_ ? reinterpret_cast<T*>(bound_ + mplan_.offset(block)) : nullptr;
+  }
+  // A memory `offset` bytes into workspace block `block`, bound when the plan runs.
+  memory block_memory(const memory::desc& d, int block, std::size_t offset = 0);
+  // A memory in a new block of its own.
+  memory new_activation(const memory::desc& d) { return block_memory(d, mplan_.add(d.get_size())); }
+  // A memory reading the caller's input plane `offset` bytes in, bound when the plan runs.
+  memory input_memory(const memory::desc& d, std::size_t offset);
+  // A step's temporary (an input reorder) or scratchpad: a block of its own, or the current lane's (stripes).
+  memory temp_memory(const memory::desc& d, bool scratch);
+  int block_of(const memory& m) const { return block_of_.at(m.get()); }
+
+  // conv1a relu conv1b relu pool1 over the whole frame; returns pool1's output.
+  memory add_block1(const model::Weights& wt, const memory& x);
+  // The unstriped block 1 as the stripes' template (descriptors only): the implementations and layouts every
+  // stripe must reproduce. Throws StripeUnsupported for layouts the stripes cannot address.
+  struct Block1Template {
+    std::string a_impl, b_impl;  // conv1a's (empty for int8: ours), conv1b's
+    memory::desc a_out, b_out, p1;
+    RowLayout a_layout, b_layout, p_layout;
+  };
+  Block1Template block1_template(const model::Weights& wt);
+  // Workspace bytes of one lane for stripes of `rows` rows (its buffers and its primitives' scratch), from the
+  // primitive descriptors of a middle stripe; throws StripeUnsupported when oneDNN has no such stripe.
+  std::size_t stripe_lane_bytes(const model::Weights& wt, const Block1Template& t, int rows);
+  int choose_stripe_rows(const model::Weights& wt, const Block1Template& t);
+  // The block in stripes of `stripe_rows` rows (stripes.hpp); throws StripeUnsupported when oneDNN cannot.
+  memory add_block1_striped(const model::Weights& wt, const Block1Template& t, int stripe_rows);
+  void run_stripes(std::byte* p1);
+  // conv (+bias, +relu) reading `src`; returns its dst: `dst` when given (`output`: the executor's logits /
+  // descriptors), else a new block. `impl`: the oneDNN implementation it must use (StripeUnsupported if none).
+  memory add_conv(std::vector<Step>& seq, const model::Conv& c, const memory& src, int ww, bool relu,
+                  const ConvRows& rows, const memory* dst, bool output, const char* label, const char* impl = nullptr);
+  ConvKind& conv_kind(const model::Conv& c, const memory::desc& src, float s_in, int ww, bool relu,
+                      const ConvRows& rows, const memory::desc* dst, bool output, const char* label, const char* impl);
+  void realise(ConvKind& k, const model::Conv& c);
+  // 2x2 max pooling of `src` into `dst` (when given) or a new block.
+  memory add_pool(std::vector<Step>& seq, const memory& src, const char* label, const memory* dst = nullptr);
+  PoolKind& pool_kind(const memory::desc& src, const memory::desc* dst, const char* label);
+  // int8: conv1a (+bias, +relu) quantised to u8 NHWC as it is written (conv1a_u8.hpp): frame rows [y0, y1) into
+  // `dst` (its first row is frame row y0; rows outside the frame are set to zero).
+  // `y0` is read when the step runs (a lane aims its program at each stripe); `lane` >= 0: the step runs on that
+  // lane's thread alone, else on the plan's threads.
+  void add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const int> y0, int rows, const memory& dst, int lane);
+  void init_conv1a_u8(const model::Conv& c);
+  // Sets rows [r0, r1) of `m` (layout `l`) to zero.
+  void add_zero_rows(std::vector<Step>& seq, const memory& m, const RowLayout& l, int r0, int r1);
+  void execute(std::vector<Step>& seq, dnnl::stream& stream);
+  void bind(std::byte* base, const float* input);
   // int8: the scale that maps this activation to u8 (q = round(v * scale)); 0 when unknown (not int8).
   float scale_of(const memory& m) const {
     const auto it = scale_.find(m.get());
     return it == scale_.end() ? 0.f : it->second;
   }
+  float out_scale(const char* label) const {
+    return act_max_ && act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
+  }
+  void describe(const std::string& label, const std::string& what);
 
   int h_, w_, hc_, wc_, threads_;
   dnnl::engine eng_;
   dnnl::stream stream_;
-  AlignedBuffer input_, logits_, descriptors_, arena_[2], scratch_;
-  std::vector<AlignedBuffer> reorder_buffers_;
-  std::vector<std::pair<memory, int>> placed_;  // activations waiting for their arena pointer
-  std::size_t arena_bytes_[2] = {0, 0}, scratch_bytes_ = 0;
-  std::vector<memory> weights_;  // reordered weights and biases (kept alive)
+  std::shared_ptr<Workspace> workspace_;
+  MemoryPlan mplan_;
+  std::size_t workspace_bytes_ = 0, plan_bytes_ = 0;
+  struct Binding {
+    memory m;
+    int block;           // workspace block, or -1: the caller's input
+    std::size_t offset;  // bytes into the block / the input
+  };
+  std::vector<Binding> bindings_;
+  std::map<dnnl_memory_t, int> block_of_;  // memory -> its workspace block
+  std::byte* bound_ = nullptr;             // the workspace base the bindings point into
+  const float* bound_input_ = nullptr;
+  int logits_block_ = -1, descriptors_block_ = -1;
   std::vector<Step> trunk_, desc_head_;
-  memory scratch_mem_;
+  std::vector<std::unique_ptr<ConvKind>> conv_kinds_;
+  std::vector<std::unique_ptr<PoolKind>> pool_kinds_;
+  std::map<std::string, bool> described_;
   std::string description_;
   const char* algo_override_ = nullptr;
   bool avx512_core_ = false;
@@ -171,16 +294,42 @@ class OneDnnExecutor final : public Executor {
   detail::Conv1aU8 conv1a_;
   detail::Conv1aU8Row conv1a_row_ = nullptr;
   AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
+  // Stripes of the full-resolution block (add_block1_striped): one program per stripe shape per lane.
+  struct StripeShape {
+    int rows = 0;
+    bool top = false, bottom = false;  // the first stripe / a stripe whose halo reaches past the frame's end
+    bool operator==(const StripeShape&) const = default;
+  };
+  struct StripeProgram {
+    StripeShape shape;
+    std::vector<Step> steps;
+    memory in;                             // conv1a's input rows (fp32 / bf16), aimed per stripe
+    std::shared_ptr<int> u8_y0;            // int8: the frame row of conv1a's first output row, set per stripe
+    std::vector<memory> pool_dst;          // pool1's output pieces, aimed per stripe
+    std::vector<std::size_t> pool_offset;  // each piece's offset in pool1's output
+    std::size_t pool_row_bytes = 0;        // one row of a piece of pool1's output
+  };
+  struct Lane {
+    dnnl::stream stream;
+    int index = 0;
+    int s1 = -1, s2 = -1, temp = -1, scratch = -1;  // workspace blocks
+    std::vector<StripeProgram> programs;
+  };
+  std::vector<Stripe> stripes_;
+  std::vector<Lane> lanes_;
+  Lane* lane_ = nullptr;  // the lane whose program is being built
 };
 
 OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, Precision precision,
-                               const dnnl::engine& eng, const LayerMax* act_max, LayerMax* record)
+                               const dnnl::engine& eng, std::shared_ptr<Workspace> workspace, const LayerMax* act_max,
+                               LayerMax* record)
     : h_(o.height),
       w_(o.width),
       hc_(o.height / 8),
       wc_(o.width / 8),
       threads_(threads),
       eng_(eng),
+      workspace_(std::move(workspace)),
       precision_(precision),
       act_dt_(precision == Precision::Bf16 ? dt::bf16 : dt::f32),
       act_max_(act_max),
@@ -188,6 +337,11 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   if (h_ < 8 || w_ < 8 || h_ > 16384 || w_ > 16384) {
     throw Error(ErrorKind::InvalidArgument, "network frame " + std::to_string(w_) + "x" + std::to_string(h_) +
                                                 " (width x height) out of range: each side must be in [8, 16384]");
+  }
+  if (o.stripe_rows < -1 || (o.stripe_rows > 0 && o.stripe_rows % kStripeAlign != 0)) {
+    throw Error(ErrorKind::InvalidArgument, "stripe_rows = " + std::to_string(o.stripe_rows) +
+                                                " must be -1 (the rule), 0 (no stripes) or a positive multiple of " +
+                                                std::to_string(kStripeAlign));
   }
   algo_override_ = std::getenv("SUPERPOINT_RT_CONV_ALGO");
   avx512_core_ = isa_has_avx512_core();
@@ -201,63 +355,340 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   omp_set_num_threads(threads_);  // primitive creation reads the thread count (blocking heuristics)
   try {
     stream_ = dnnl::stream(eng_);
-    input_ = AlignedBuffer(sizeof(float) * static_cast<std::size_t>(h_) * w_);
-    const auto cells = static_cast<std::size_t>(hc_) * wc_;
-    logits_ = AlignedBuffer(sizeof(float) * cells * wt.score_b.out_channels);
-    descriptors_ = AlignedBuffer(sizeof(float) * cells * wt.descriptor_b.out_channels);
-
-    memory x(memory::desc({1, 1, h_, w_}, dt::f32, tag::nchw), eng_, input_.p);
-    int hh = h_, ww = w_, a = 0;
+    if (precision_ == Precision::Int8) init_conv1a_u8(wt.encoder[0]);
+    // Stripes (stripes.hpp) unless asked not to; the calibration pass records whole layers. Whatever a refused
+    // attempt planned stays unused.
+    memory x;
+    if (!record_ && o.stripe_rows != 0) {
+      try {
+        const Block1Template t = block1_template(wt);
+        const int rows = o.stripe_rows > 0 ? o.stripe_rows : choose_stripe_rows(wt, t);
+        if (rows > 0 && rows < h_ / 2 * 2) x = add_block1_striped(wt, t, rows);
+      } catch (const StripeUnsupported& e) {
+        trunk_.clear();
+        lanes_.clear();
+        description_.clear();
+        described_.clear();
+        if (precision_ == Precision::Int8) init_conv1a_u8(wt.encoder[0]);
+        describe("block1", std::string("unstriped(") + e.what() + ")");
+      }
+    }
+    if (!x) x = add_block1(wt, input_memory(memory::desc({1, 1, h_, w_}, dt::f32, tag::nchw), 0));
+    int hh = h_ / 2, ww = w_ / 2;
     const char* names[8] = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
-    for (int i = 0; i < 8; ++i) {
-      if (i == 0 && precision_ == Precision::Int8)
-        x = add_conv1a_u8(trunk_, wt.encoder[0], a);
-      else
-        x = add_conv(trunk_, wt.encoder[static_cast<std::size_t>(i)], x, hh, ww, true, a, nullptr, names[i]);
-      a ^= 1;
-      if (i == 1 || i == 3 || i == 5) {  // MaxPool2d(2, 2) after blocks 1-3 (floors odd sizes, as PyTorch)
-        static const char* pools[3] = {"pool1", "pool2", "pool3"};
-        x = add_pool(trunk_, x, a, pools[(i - 1) / 2]);
-        a ^= 1;
+    for (int i = 2; i < 8; ++i) {
+      x = add_conv(trunk_, wt.encoder[static_cast<std::size_t>(i)], x, ww, true, {hh, hh, 1, 1}, nullptr, false,
+                   names[i]);
+      if (i == 3 || i == 5) {  // MaxPool2d(2, 2) after blocks 1-3 (floors odd sizes, as PyTorch)
+        x = add_pool(trunk_, x, i == 3 ? "pool2" : "pool3");
         hh /= 2;
         ww /= 2;
       }
     }
-    const memory trunk_out = x;  // conv4b output in arena a^1; both heads read it and write to arena a
-    memory lg(memory::desc({1, wt.score_b.out_channels, hc_, wc_}, dt::f32, tag::nhwc), eng_, logits_.p);
-    memory ds(memory::desc({1, wt.descriptor_b.out_channels, hc_, wc_}, dt::f32, tag::nhwc), eng_, descriptors_.p);
-    x = add_conv(trunk_, wt.score_a, trunk_out, hh, ww, true, a, nullptr, "score_a");
-    add_conv(trunk_, wt.score_b, x, hh, ww, false, a ^ 1, &lg, "score_b");
-    x = add_conv(desc_head_, wt.descriptor_a, trunk_out, hh, ww, true, a, nullptr, "descriptor_a");
-    add_conv(desc_head_, wt.descriptor_b, x, hh, ww, false, a ^ 1, &ds, "descriptor_b");
+    const memory trunk_out = x;  // conv4b's output; both heads read it
+    const memory::desc lg_md({1, wt.score_b.out_channels, hc_, wc_}, dt::f32, tag::nhwc);
+    const memory::desc ds_md({1, wt.descriptor_b.out_channels, hc_, wc_}, dt::f32, tag::nhwc);
+    logits_block_ = mplan_.add(lg_md.get_size());
+    descriptors_block_ = mplan_.add(ds_md.get_size());
+    const memory lg = block_memory(lg_md, logits_block_), ds = block_memory(ds_md, descriptors_block_);
+    const ConvRows same{hh, hh, 1, 1}, pointwise{hh, hh, 0, 0};
+    x = add_conv(trunk_, wt.score_a, trunk_out, ww, true, same, nullptr, false, "score_a");
+    add_conv(trunk_, wt.score_b, x, ww, false, pointwise, &lg, true, "score_b");
+    x = add_conv(desc_head_, wt.descriptor_a, trunk_out, ww, true, same, nullptr, false, "descriptor_a");
+    add_conv(desc_head_, wt.descriptor_b, x, ww, false, pointwise, &ds, true, "descriptor_b");
 
-    for (int i = 0; i < 2; ++i) arena_[i] = AlignedBuffer(arena_bytes_[i]);
-    for (auto& [m, ar] : placed_) m.set_data_handle(arena_[ar].p);
-    placed_.clear();
-    scratch_ = AlignedBuffer(scratch_bytes_);
-    scratch_mem_ = memory(memory::desc({static_cast<memory::dim>(scratch_bytes_)}, dt::u8, tag::x), eng_, scratch_.p);
-    for (auto* seq : {&trunk_, &desc_head_}) {
-      for (auto& s : *seq) {
-        for (auto& arg : s.args) {
-          if (arg.arg == DNNL_ARG_SCRATCHPAD) arg.memory = scratch_mem_.get();
-        }
+    // Lifetimes: the steps run in order, the trunk then the descriptor head. The logits stay valid through the
+    // descriptor head, and the descriptor map is live for the whole run: run(false) leaves it as it was.
+    int step = 0;
+    for (const auto* seq : {&trunk_, &desc_head_}) {
+      for (const Step& s : *seq) {
+        for (const memory& m : s.keep)
+          if (const auto it = block_of_.find(m.get()); it != block_of_.end()) mplan_.use(it->second, step);
+        ++step;
       }
     }
+    mplan_.use(logits_block_, step);
+    mplan_.use(descriptors_block_, 0);
+    mplan_.use(descriptors_block_, step);
+    workspace_bytes_ = mplan_.place();
+    workspace_->add_user(workspace_bytes_);
+    std::vector<dnnl_memory_t> counted;  // weights shared by several kinds (the stripes' shapes) count once
+    for (const auto& k : conv_kinds_) {
+      if (!k->prim || std::find(counted.begin(), counted.end(), k->w.get()) != counted.end()) continue;
+      counted.push_back(k->w.get());
+      plan_bytes_ += k->w.get_desc().get_size() + k->b.get_desc().get_size();
+    }
+    plan_bytes_ += conv1a_scratch_.bytes;
     if (!description_.empty()) description_.pop_back();
   } catch (const dnnl::error& e) {
     internal("plan", e);
   }
 }
 
-memory OneDnnExecutor::activation(const memory::desc& d, int arena) {
+OneDnnExecutor::~OneDnnExecutor() {
+  if (workspace_bytes_) workspace_->remove_user(workspace_bytes_);
+}
+
+memory OneDnnExecutor::block_memory(const memory::desc& d, int block, std::size_t offset) {
   memory m(d, eng_, DNNL_MEMORY_NONE);
-  arena_bytes_[arena] = std::max(arena_bytes_[arena], d.get_size());
-  placed_.emplace_back(m, arena);
+  bindings_.push_back({m, block, offset});
+  block_of_[m.get()] = block;
   return m;
 }
 
-memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, memory src, int hh, int ww, bool relu,
-                                int dst_arena, const memory* dst_external, const char* label) {
+memory OneDnnExecutor::temp_memory(const memory::desc& d, bool scratch) {
+  if (!lane_) return new_activation(d);
+  const int block = scratch ? lane_->scratch : lane_->temp;
+  mplan_.grow(block, d.get_size());
+  return block_memory(d, block);
+}
+
+memory OneDnnExecutor::input_memory(const memory::desc& d, std::size_t offset) {
+  memory m(d, eng_, DNNL_MEMORY_NONE);
+  bindings_.push_back({m, -1, offset});
+  return m;
+}
+
+void OneDnnExecutor::describe(const std::string& label, const std::string& what) {
+  if (described_[label]) return;
+  described_[label] = true;
+  description_ += label + ":" + what + " ";
+}
+
+memory OneDnnExecutor::add_block1(const model::Weights& wt, const memory& x) {
+  memory a;
+  if (precision_ == Precision::Int8) {
+    a = new_activation(memory::desc({1, wt.encoder[0].out_channels, h_, w_}, dt::u8, tag::nhwc));
+    add_conv1a_u8(trunk_, std::make_shared<const int>(0), h_, a, -1);
+  } else {
+    a = add_conv(trunk_, wt.encoder[0], x, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1a");
+  }
+  const memory b = add_conv(trunk_, wt.encoder[1], a, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1b");
+  return add_pool(trunk_, b, "pool1");
+}
+
+OneDnnExecutor::Block1Template OneDnnExecutor::block1_template(const model::Weights& wt) {
+  Block1Template t;
+  const model::Conv& ca = wt.encoder[0];
+  if (precision_ == Precision::Int8) {
+    t.a_out = memory::desc({1, ca.out_channels, h_, w_}, dt::u8, tag::nhwc);
+  } else {
+    const memory::desc plane({1, 1, h_, w_}, dt::f32, tag::nchw);
+    const ConvKind& ka = conv_kind(ca, plane, 0.f, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1a", nullptr);
+    t.a_impl = ka.pd.impl_info_str();
+    t.a_out = ka.pd.dst_desc();
+  }
+  const ConvKind& kb =
+      conv_kind(wt.encoder[1], t.a_out, conv1a_.scale, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1b", nullptr);
+  t.b_impl = kb.pd.impl_info_str();
+  t.b_out = kb.pd.dst_desc();
+  t.p1 = pool_kind(t.b_out, nullptr, "pool1").pd.dst_desc();
+  t.a_layout = row_layout_of(t.a_out);
+  t.b_layout = row_layout_of(t.b_out);
+  t.p_layout = row_layout_of(t.p1);
+  if (!t.a_layout || !t.b_layout || !t.p_layout || t.b_layout.t != t.p_layout.t)
+    throw StripeUnsupported("layouts without row pieces");
+  return t;
+}
+
+// Sets this thread's OpenMP thread count for the life of the object (stripe primitives are made for one thread).
+struct ThreadsFor {
+  int restore;
+  ThreadsFor(int n, int restore_to) : restore(restore_to) { omp_set_num_threads(n); }
+  ~ThreadsFor() { omp_set_num_threads(restore); }
+};
+
+std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Block1Template& t, int rows) {
+  const ThreadsFor one(1, threads_);
+  const model::Conv& ca = wt.encoder[0];
+  const model::Conv& cb = wt.encoder[1];
+  const memory::desc s1({1, ca.out_channels, rows + 2, w_}, t.a_out.data_type(), t.a_layout.t);
+  const memory::desc s2({1, cb.out_channels, rows, w_}, t.b_out.data_type(), t.b_layout.t);
+  std::size_t scratch = 0, temp = 0;
+  if (!t.a_impl.empty()) {
+    const memory::desc in({1, 1, rows + 4, w_}, dt::f32, tag::nchw);
+    const ConvKind& ka =
+        conv_kind(ca, in, 0.f, w_, true, {rows + 4, rows + 2, 0, 0}, &s1, false, "conv1a", t.a_impl.c_str());
+    scratch = ka.pd.scratchpad_desc().get_size();
+  }
+  const ConvKind& kb =
+      conv_kind(cb, s1, conv1a_.scale, w_, true, {rows + 2, rows, 0, 0}, &s2, false, "conv1b", t.b_impl.c_str());
+  scratch = std::max(scratch, kb.pd.scratchpad_desc().get_size());
+  if (kb.pd.src_desc() != s1) temp = kb.pd.src_desc().get_size();
+  return s1.get_size() + s2.get_size() + temp + scratch;
+}
+
+int OneDnnExecutor::choose_stripe_rows(const model::Weights& wt, const Block1Template& t) {
+  // The largest candidate whose lanes fit the stripe budget (stripes.hpp), else the cheapest one.
+  const std::size_t budget = stripe_budget_bytes(t.p1.get_size());
+  int best = 0;
+  std::size_t best_bytes = 0;
+  for (const int rows : kStripeRowCandidates) {
+    if (rows >= h_ / 2 * 2) continue;
+    std::size_t bytes = 0;
+    try {
+      const auto lanes =
+          static_cast<std::size_t>(std::min<int>(threads_, static_cast<int>(stripes_of(h_ / 2 * 2, rows).size())));
+      bytes = lanes * stripe_lane_bytes(wt, t, rows);
+    } catch (const StripeUnsupported&) {
+      continue;
+    }
+    if (bytes <= budget) return rows;
+    if (!best || bytes < best_bytes) {
+      best = rows;
+      best_bytes = bytes;
+    }
+  }
+  return best;
+}
+
+memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1Template& t, int stripe_rows) {
+  const model::Conv& ca = wt.encoder[0];
+  const model::Conv& cb = wt.encoder[1];
+  const std::string& a_impl = t.a_impl;
+  const std::string& b_impl = t.b_impl;
+  const memory::desc& a_out = t.a_out;
+  const memory::desc& b_out = t.b_out;
+  const memory::desc& p1_md = t.p1;
+  const RowLayout& a_layout = t.a_layout;
+  const RowLayout& b_layout = t.b_layout;
+  const RowLayout& p_layout = t.p_layout;
+  const memory p1 = new_activation(p1_md);
+  if (precision_ == Precision::Int8) scale_[p1.get()] = out_scale("conv1b");
+
+  // conv1b rows [0, 2 * (h / 2)): pool1 floors an odd height, so the last row of an odd frame is never read.
+  stripes_ = stripes_of(h_ / 2 * 2, stripe_rows);
+  // The stripes run side by side, one lane (thread) each, every primitive of a stripe on its lane's thread alone:
+  // a stripe is too small to split its primitives over threads (each split is a fork and a barrier, measured up to
+  // 2x the CPU time of the unstriped block on a busy 2-core machine), and lanes need no barrier until the block ends.
+  // The stripe primitives are made for one thread (their blocking, scratch) under the implementation the unstriped
+  // layer has at threads_ (looked up by name: oneDNN's kernels compute each value the same way at any thread count,
+  // tests/backend/test_onednn.cpp ThreadCountsGiveBitIdenticalOutputs).
+  const int lanes = std::min<int>(threads_, static_cast<int>(stripes_.size()));
+  const ThreadsFor one(1, threads_);
+  std::vector<memory> keep{p1};
+  lanes_.resize(static_cast<std::size_t>(lanes));
+  for (int l = 0; l < lanes; ++l) {
+    Lane& lane = lanes_[static_cast<std::size_t>(l)];
+    lane.stream = dnnl::stream(eng_);
+    lane.index = l;
+    lane.s1 = mplan_.add(0);
+    lane.s2 = mplan_.add(0);
+    lane.temp = mplan_.add(0);
+    lane.scratch = mplan_.add(0);
+    lane_ = &lane;
+    for (const Stripe& s : stripes_) {
+      const int rows = s.y1 - s.y0;
+      const int a0 = std::max(0, s.y0 - 2), a1 = std::min(h_, s.y1 + 2);
+      const StripeShape shape{rows, s.y0 == 0, s.y1 + 2 > h_};
+      if (std::any_of(lane.programs.begin(), lane.programs.end(),
+                      [&](const StripeProgram& p) { return p.shape == shape; }))
+        continue;
+      StripeProgram prog;
+      prog.shape = shape;
+      // conv1a: frame rows [y0 - 1, y1 + 1) from input rows [y0 - 2, y1 + 2) clipped to the frame.
+      const memory::desc s1_md({1, ca.out_channels, rows + 2, w_}, a_out.data_type(), a_layout.t);
+      mplan_.grow(lane.s1, s1_md.get_size());
+      const memory s1 = block_memory(s1_md, lane.s1);
+      if (precision_ == Precision::Int8) {
+        prog.u8_y0 = std::make_shared<int>(0);
+        add_conv1a_u8(prog.steps, prog.u8_y0, rows + 2, s1, l);
+      } else {
+        prog.in = memory(memory::desc({1, 1, a1 - a0, w_}, dt::f32, tag::nchw), eng_, DNNL_MEMORY_NONE);
+        add_conv(prog.steps, ca, prog.in, w_, true, {a1 - a0, rows + 2, a0 - s.y0 + 2, s.y1 + 2 - a1}, &s1, false,
+                 "conv1a", a_impl.c_str());
+        // Rows outside the frame hold conv1a of padding; conv1b reads zeros there (the unstriped layer's padding).
+        if (shape.top) add_zero_rows(prog.steps, s1, a_layout, 0, 1);
+        if (s.y1 + 1 > h_) add_zero_rows(prog.steps, s1, a_layout, h_ - s.y0 + 1, rows + 2);
+      }
+      // conv1b: valid in height, frame rows [y0, y1).
+      const memory::desc s2_md({1, cb.out_channels, rows, w_}, b_out.data_type(), b_layout.t);
+      mplan_.grow(lane.s2, s2_md.get_size());
+      const memory s2 = block_memory(s2_md, lane.s2);
+      add_conv(prog.steps, cb, s1, w_, true, {rows + 2, rows, 0, 0}, &s2, false, "conv1b", b_impl.c_str());
+      // pool1: each channel piece of the stripe into its rows of pool1's output (aimed per stripe).
+      const memory::desc src_md({1, b_layout.block, rows, w_}, b_out.data_type(), b_layout.t);
+      const memory::desc dst_md({1, b_layout.block, rows / 2, w_ / 2}, b_out.data_type(), b_layout.t);
+      for (int j = 0; j < cb.out_channels / b_layout.block; ++j) {
+        const memory src = block_memory(src_md, lane.s2, j * piece_bytes(b_layout, b_out.data_type(), rows, w_));
+        const memory dst(dst_md, eng_, DNNL_MEMORY_NONE);
+        if (precision_ == Precision::Int8) {
+          scale_[src.get()] = scale_of(s2);
+          scale_[dst.get()] = scale_of(s2);
+        }
+        add_pool(prog.steps, src, "pool1", &dst);
+        prog.pool_dst.push_back(dst);
+        prog.pool_offset.push_back(j * piece_bytes(p_layout, p1_md.data_type(), h_ / 2, w_ / 2));
+      }
+      prog.pool_row_bytes = piece_bytes(p_layout, p1_md.data_type(), 1, w_ / 2);
+      for (const Step& st : prog.steps) keep.insert(keep.end(), st.keep.begin(), st.keep.end());
+      lane.programs.push_back(std::move(prog));
+    }
+  }
+  lane_ = nullptr;
+  Step block;
+  block.keep = std::move(keep);
+  block.fn = [this, p1] { run_stripes(static_cast<std::byte*>(p1.get_data_handle())); };
+  trunk_.push_back(std::move(block));
+  describe("block1", "stripes(" + std::to_string(stripes_.size()) + "x" + std::to_string(stripe_rows) + " rows, " +
+                         std::to_string(lanes) + " lanes)");
+  return p1;
+}
+
+void OneDnnExecutor::run_stripes(std::byte* p1) {
+  std::exception_ptr error;
+  std::mutex error_mu;
+  const int n = static_cast<int>(stripes_.size());
+#pragma omp parallel num_threads(static_cast <int>(lanes_.size()))
+  {
+    // Everything a lane runs runs on its thread alone (the stripe primitives were made for one thread; our conv1a_u8
+    // and oneDNN read this thread's ICV).
+    omp_set_num_threads(1);
+    Lane& lane = lanes_[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < n; ++i) {
+      try {
+        const Stripe& s = stripes_[static_cast<std::size_t>(i)];
+        const StripeShape shape{s.y1 - s.y0, s.y0 == 0, s.y1 + 2 > h_};
+        StripeProgram& prog = *std::find_if(lane.programs.begin(), lane.programs.end(),
+                                            [&](const StripeProgram& p) { return p.shape == shape; });
+        // Aim the program at this stripe: its input rows, its frame rows (int8's conv1a), its rows of pool1.
+        if (prog.in) {
+          const auto* in =
+              reinterpret_cast<const std::byte*>(bound_input_) +
+              static_cast<std::size_t>(std::max(0, s.y0 - 2)) * static_cast<std::size_t>(w_) * sizeof(float);
+          dnnl_memory_set_data_handle(prog.in.get(), const_cast<std::byte*>(in));
+        }
+        if (prog.u8_y0) *prog.u8_y0 = s.y0 - 1;
+        for (std::size_t j = 0; j < prog.pool_dst.size(); ++j)
+          dnnl_memory_set_data_handle(
+              prog.pool_dst[j].get(),
+              p1 + prog.pool_offset[j] + static_cast<std::size_t>(s.y0 / 2) * prog.pool_row_bytes);
+        execute(prog.steps, lane.stream);
+      } catch (...) {  // an exception must not leave an OpenMP region
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+  omp_set_num_threads(threads_);
+  if (error) std::rethrow_exception(error);
+}
+
+ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& src_md, float s_in, int ww, bool relu,
+                                    const ConvRows& rows, const memory::desc* dst_given, bool output, const char* label,
+                                    const char* impl) {
+  const memory::desc no_dst;
+  for (const auto& k : conv_kinds_)
+    if (k->label == label && k->src == src_md && k->rows.ih == rows.ih && k->rows.oh == rows.oh &&
+        k->rows.top == rows.top && k->rows.bottom == rows.bottom && k->dst_given == (dst_given ? *dst_given : no_dst))
+      return *k;
+  auto kind = std::make_unique<ConvKind>();
+  ConvKind& k = *kind;
+  k.label = label;
+  k.src = src_md;
+  k.rows = rows;
+  if (dst_given) k.dst_given = *dst_given;
   const memory::dim pad = c.kernel / 2;
   // bf16: activations and weights in bfloat16, accumulation in f32 inside oneDNN's kernels, bias f32; the outputs
   // of the last 1x1s are written as f32. int8: u8 activations, s8 weights, s32 accumulation, see below.
@@ -268,7 +699,7 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   // rounds its f32 sums straight to u8).
   const bool int8 = precision_ == Precision::Int8 && c.in_channels > 1;
   const dt ldt = c.in_channels == 1 ? dt::f32 : int8 ? dt::u8 : act_dt_;
-  const memory::desc src_any({1, c.in_channels, hh, ww}, ldt, tag::any);
+  const memory::desc src_any({1, c.in_channels, rows.ih, ww}, ldt, tag::any);
   // Activations in oneDNN's blocked layout for this ISA: the Winograd and the classic direct JIT kernels read and
   // write it, so consecutive layers never need a reorder (format_tag::any would let oneDNN 2.6 pick channels-last
   // for its brgemm kernels, which measured slower here and forces reorders around every Winograd layer).
@@ -277,7 +708,7 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   const tag act = c.out_channels % block_ == 0 && ldt == dt::f32 ? block_tag_ : tag::any;
   const memory::desc w_any({c.out_channels, c.in_channels, c.kernel, c.kernel}, int8 ? dt::s8 : ldt, tag::any);
   const memory::desc b_md({c.out_channels}, dt::f32, tag::x);
-  memory::desc dst_md = dst_external ? dst_external->get_desc() : memory::desc({1, c.out_channels, hh, ww}, ldt, act);
+  memory::desc dst_md = dst_given ? *dst_given : memory::desc({1, c.out_channels, rows.oh, ww}, ldt, act);
 
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -292,202 +723,283 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   //   ws[o] = 127 / max|w[o]|, per output channel), acc = sum q_x q_w ~ s_in ws[o] sum x w,
   //   bias' = b[o] s_in ws[o], oscale[o] = s_out / (s_in ws[o]) with s_out = 255 / calibrated max of this layer
   //   (u8 output), or 1 for the f32 logits / descriptors.
-  float s_in = 0, s_out = 1;
-  std::vector<float> ws, oscale;
   if (int8) {
-    s_in = scale_of(src);
+    k.s_in = s_in;
     if (!(s_in > 0)) throw Error(ErrorKind::Internal, std::string("int8: no input scale for ") + label);
-    if (!dst_external) s_out = act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
+    if (!output) k.s_out = out_scale(label);
+    std::vector<float> oscale;
     const std::size_t per_out = c.weight.size() / static_cast<std::size_t>(c.out_channels);
     for (int o = 0; o < c.out_channels; ++o) {
       float m = 0;
-      for (std::size_t k = 0; k < per_out; ++k) {
-        m = std::max(m, std::fabs(c.weight[static_cast<std::size_t>(o) * per_out + k]));
-      }
-      ws.push_back(m > 0 ? 127.f / m : 1.f);
-      oscale.push_back(s_out / (s_in * ws.back()));
+      for (std::size_t i = 0; i < per_out; ++i)
+        m = std::max(m, std::fabs(c.weight[static_cast<std::size_t>(o) * per_out + i]));
+      k.ws.push_back(m > 0 ? 127.f / m : 1.f);
+      oscale.push_back(k.s_out / (s_in * k.ws.back()));
     }
     attr.set_output_scales(1 << 1, oscale);
   }
   // oneDNN 2.6 has Winograd kernels for f32 only: bf16 layers are direct unless SUPERPOINT_RT_CONV_ALGO says
   // otherwise (then the fallback below records "winograd->direct").
-  const ConvAlgo algo = choose_conv_algo({c.in_channels, c.out_channels, c.kernel, hh, ww},
+  const ConvAlgo algo = choose_conv_algo({c.in_channels, c.out_channels, c.kernel, rows.oh, ww},
                                          avx512_core_ && ldt == dt::f32, layer_override(algo_override_, label).c_str());
-  auto make_pd = [&](dnnl::algorithm alg, const memory::desc& src_md) {
+  auto make_pd = [&](dnnl::algorithm alg, const memory::desc& s) {
     return dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src_md, w_any, b_md, dst_md, {1, 1},
-                                        {pad, pad}, {pad, pad}),
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, s, w_any, b_md, dst_md, {1, 1},
+                                        {rows.top, pad}, {rows.bottom, pad}),
         attr, eng_);
   };
   const dnnl::algorithm want = algo == ConvAlgo::Winograd ? dnnl::algorithm::convolution_winograd
                                : algo == ConvAlgo::Auto   ? dnnl::algorithm::convolution_auto
                                                           : dnnl::algorithm::convolution_direct;
-  std::string used = to_string(algo);
-  auto make_any_algo = [&](const memory::desc& src_md) {
+  k.algo = to_string(algo);
+  auto make_any_algo = [&](const memory::desc& s) {
     try {
-      return make_pd(want, src_md);
+      return make_pd(want, s);
     } catch (const dnnl::error&) {
       if (want == dnnl::algorithm::convolution_direct) throw;
-      used = std::string(to_string(algo)) + "->direct";  // no Winograd kernel for this shape / ISA
-      return make_pd(dnnl::algorithm::convolution_direct, src_md);
+      k.algo = std::string(to_string(algo)) + "->direct";  // no Winograd kernel for this shape / ISA
+      return make_pd(dnnl::algorithm::convolution_direct, s);
     }
   };
   auto is_ref = [](const dnnl::convolution_forward::primitive_desc& p) {
     return std::string(p.impl_info_str()).rfind("ref", 0) == 0;
   };
-  // Prefer reading the producer's layout as it is (no reorder); let oneDNN pick when that has no fast kernel.
-  dnnl::convolution_forward::primitive_desc pd;
   try {
-    pd = make_any_algo(src.get_desc());
-  } catch (const dnnl::error&) {
+    // Prefer reading the producer's layout as it is (no reorder); let oneDNN pick when that has no fast kernel.
+    try {
+      k.pd = make_any_algo(src_md);
+    } catch (const dnnl::error&) {
+    }
+    if (!k.pd || is_ref(k.pd)) k.pd = make_any_algo(src_any);
+    // Channels-last output with an odd channel count (65) has no JIT kernel on AVX2 / SSE4.1: let the convolution
+    // write its own layout and reorder into the output buffer instead of running oneDNN's slow reference kernel.
+    // The same when the blocked activation layout has no JIT kernel (conv1a on SSE4.1): any layout oneDNN likes.
+    if (is_ref(k.pd) && !impl) {
+      dst_md = memory::desc({1, c.out_channels, rows.oh, ww}, output ? dt::f32 : ldt, tag::any);
+      k.pd = make_any_algo(src_any);
+      k.reorder_out = output;
+    }
+  } catch (const dnnl::error& e) {
+    if (!impl) throw;
+    throw StripeUnsupported(std::string(label) + ": " + e.what());
   }
-  if (!pd || is_ref(pd)) pd = make_any_algo(src_any);
-  // Channels-last output with an odd channel count (65) has no JIT kernel on AVX2 / SSE4.1: let the convolution
-  // write its own layout and reorder into the output buffer instead of running oneDNN's slow reference kernel.
-  // The same when the blocked activation layout has no JIT kernel (conv1a on SSE4.1): any layout oneDNN likes.
-  bool reorder_out = false;
-  if (is_ref(pd)) {
-    dst_md = memory::desc({1, c.out_channels, hh, ww}, dst_external ? dt::f32 : ldt, tag::any);
-    pd = make_any_algo(src_any);
-    reorder_out = dst_external != nullptr;
+  if (impl) {  // a stripe: the unstriped layer's implementation, writing the layout asked for
+    while (std::string(k.pd.impl_info_str()) != impl)
+      if (!k.pd.next_impl()) throw StripeUnsupported(std::string(label) + " has no " + impl + " kernel for the stripe");
+    if (dst_given && k.pd.dst_desc() != *dst_given)
+      throw StripeUnsupported(std::string(label) + " writes another layout");
   }
-  // The layout the convolution wants for its input; reorder once per run if the producer wrote another one.
-  if (pd.src_desc() != src.get_desc()) {
-    // The producer's output is still needed (both heads read conv4b's), so the reordered copy gets a buffer of
-    // its own rather than an arena slot (rare: only when two layers disagree on the layout).
-    AlignedBuffer buf(pd.src_desc().get_size());
-    memory r(pd.src_desc(), eng_, buf.p);
-    reorder_buffers_.push_back(std::move(buf));
-    dnnl::primitive_attr rattr;
-    if (int8 && src.get_desc().data_type() != dt::u8) rattr.set_output_scales(0, {s_in});  // f32 -> u8 quantise
-    Step s{dnnl::reorder(src, r, rattr), {{DNNL_ARG_FROM, src.get()}, {DNNL_ARG_TO, r.get()}}, {src, r}, nullptr, {}};
-    seq.push_back(std::move(s));
-    description_ += std::string(label) + "_in:reorder ";
-    src = r;
-  }
-  // Weights: OIHW user memory -> the primitive's preferred layout, once, here.
-  memory w_user(memory::desc({c.out_channels, c.in_channels, c.kernel, c.kernel}, dt::f32, tag::oihw), eng_,
-                const_cast<float*>(c.weight.data()));
-  memory w_prim(pd.weights_desc(), eng_);
-  dnnl::primitive_attr wattr;
-  if (int8) wattr.set_output_scales(1 << 0, ws);  // f32 -> s8 per output channel
-  dnnl::reorder(w_user, w_prim, wattr).execute(stream_, w_user, w_prim);
-  memory b_prim(pd.bias_desc(), eng_);
-  if (pd.bias_desc().data_type() != dt::f32) throw Error(ErrorKind::Internal, "oneDNN bias is not f32");
-  for (std::size_t o = 0; o < c.bias.size(); ++o) {
-    static_cast<float*>(b_prim.get_data_handle())[o] = int8 ? c.bias[o] * s_in * ws[o] : c.bias[o];
-  }
-  stream_.wait();
-  weights_.push_back(w_prim);
-  weights_.push_back(b_prim);
-
-  memory dst;
-  if (dst_external && !reorder_out) {
-    dst = *dst_external;
-  } else if (reorder_out) {
-    AlignedBuffer buf(pd.dst_desc().get_size());
-    dst = memory(pd.dst_desc(), eng_, buf.p);
-    reorder_buffers_.push_back(std::move(buf));
-  } else {
-    dst = activation(pd.dst_desc(), dst_arena);
-  }
-  scratch_bytes_ = std::max(scratch_bytes_, pd.scratchpad_desc().get_size());
-  Step s{dnnl::convolution_forward(pd),
-         {{DNNL_ARG_SRC, src.get()},
-          {DNNL_ARG_WEIGHTS, w_prim.get()},
-          {DNNL_ARG_BIAS, b_prim.get()},
-          {DNNL_ARG_DST, dst.get()},
-          {DNNL_ARG_SCRATCHPAD, nullptr}},
-         {src, w_prim, b_prim, dst},
-         nullptr,
-         {}};
-  if (record_ && !dst_external) {
-    s.label = label;
-    s.out = dst;
-  }
-  seq.push_back(std::move(s));
-  if (act_max_ && !dst_external) scale_[dst.get()] = act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
-  description_ += std::string(label) + ":" + used + "(" + pd.impl_info_str() + ") ";
-  if (reorder_out) {
-    Step r{dnnl::reorder(dst, *dst_external),
-           {{DNNL_ARG_FROM, dst.get()}, {DNNL_ARG_TO, dst_external->get()}},
-           {dst, *dst_external},
-           nullptr,
-           {}};
-    seq.push_back(std::move(r));
-    description_ += std::string(label) + "_out:reorder ";
-    return *dst_external;
-  }
-  return dst;
+  conv_kinds_.push_back(std::move(kind));
+  return k;
 }
 
-memory OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, const model::Conv& c, int dst_arena) {
+void OneDnnExecutor::realise(ConvKind& k, const model::Conv& c) {
+  if (k.prim) return;
+  k.prim = dnnl::convolution_forward(k.pd);
+  if (k.pd.src_desc() != k.src) {
+    dnnl::primitive_attr rattr;
+    const bool quantise = precision_ == Precision::Int8 && c.in_channels > 1 && k.src.data_type() != dt::u8;
+    if (quantise) rattr.set_output_scales(0, {k.s_in});  // f32 -> u8
+    k.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng_, k.src, eng_, k.pd.src_desc(), rattr));
+  }
+  // Weights: shared with another kind of the same layer that wants the same layout (the stripes' shapes), else
+  // OIHW user memory -> the primitive's preferred layout, once, here.
+  for (const auto& o : conv_kinds_) {
+    if (o.get() != &k && o->prim && o->w && o->label == k.label && o->pd.weights_desc() == k.pd.weights_desc() &&
+        o->s_in == k.s_in) {
+      k.w = o->w;
+      k.b = o->b;
+      return;
+    }
+  }
+  const bool int8 = !k.ws.empty();
+  memory w_user(memory::desc({c.out_channels, c.in_channels, c.kernel, c.kernel}, dt::f32, tag::oihw), eng_,
+                const_cast<float*>(c.weight.data()));
+  k.w = memory(k.pd.weights_desc(), eng_);
+  dnnl::primitive_attr wattr;
+  if (int8) wattr.set_output_scales(1 << 0, k.ws);  // f32 -> s8 per output channel
+  dnnl::reorder(w_user, k.w, wattr).execute(stream_, w_user, k.w);
+  k.b = memory(k.pd.bias_desc(), eng_);
+  if (k.pd.bias_desc().data_type() != dt::f32) throw Error(ErrorKind::Internal, "oneDNN bias is not f32");
+  for (std::size_t o = 0; o < c.bias.size(); ++o)
+    static_cast<float*>(k.b.get_data_handle())[o] = int8 ? c.bias[o] * k.s_in * k.ws[o] : c.bias[o];
+  stream_.wait();
+}
+
+memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, const memory& src, int ww, bool relu,
+                                const ConvRows& rows, const memory* dst, bool output, const char* label,
+                                const char* impl) {
+  const memory::desc dst_desc = dst ? dst->get_desc() : memory::desc();
+  ConvKind& k =
+      conv_kind(c, src.get_desc(), scale_of(src), ww, relu, rows, dst ? &dst_desc : nullptr, output, label, impl);
+  realise(k, c);
+  memory in = src;
+  if (k.src_reorder) {
+    // The layout the convolution wants for its input: reorder once per run (the producer's output may still be
+    // needed: both heads read conv4b's).
+    in = temp_memory(k.pd.src_desc(), false);
+    seq.push_back({k.src_reorder, {{DNNL_ARG_FROM, src.get()}, {DNNL_ARG_TO, in.get()}}, {src, in}, nullptr, {}});
+    describe(std::string(label) + "_in", "reorder");
+  }
+  const memory out = dst && !k.reorder_out ? *dst : new_activation(k.pd.dst_desc());
+  Step s{
+      k.prim,
+      {{DNNL_ARG_SRC, in.get()}, {DNNL_ARG_WEIGHTS, k.w.get()}, {DNNL_ARG_BIAS, k.b.get()}, {DNNL_ARG_DST, out.get()}},
+      {in, k.w, k.b, out},
+      nullptr,
+      {}};
+  if (const std::size_t sb = k.pd.scratchpad_desc().get_size(); sb > 0) {
+    const memory scratch = temp_memory(memory::desc({static_cast<memory::dim>(sb)}, dt::u8, tag::x), true);
+    s.args.push_back({DNNL_ARG_SCRATCHPAD, scratch.get()});
+    s.keep.push_back(scratch);
+  }
+  if (record_ && !output) {
+    s.label = label;
+    s.out = out;
+  }
+  seq.push_back(std::move(s));
+  if (act_max_ && !output) scale_[out.get()] = k.s_out;
+  describe(label, k.algo + "(" + k.pd.impl_info_str() + ")");
+  if (k.reorder_out) {
+    seq.push_back(
+        {dnnl::reorder(out, *dst), {{DNNL_ARG_FROM, out.get()}, {DNNL_ARG_TO, dst->get()}}, {out, *dst}, nullptr, {}});
+    describe(std::string(label) + "_out", "reorder");
+    return *dst;
+  }
+  return out;
+}
+
+void OneDnnExecutor::init_conv1a_u8(const model::Conv& c) {
   conv1a_weight_ = c.weight;
   conv1a_bias_ = c.bias;
-  const float m = act_max_->at("conv1a");
-  conv1a_ = {conv1a_weight_.data(), conv1a_bias_.data(), c.out_channels, m > 0 ? 255.f / m : 1.f};
+  conv1a_ = {conv1a_weight_.data(), conv1a_bias_.data(), c.out_channels, out_scale("conv1a")};
   const bool avx512 = util::best_isa() == util::Isa::Avx512 && c.out_channels % 16 == 0;
   conv1a_row_ = avx512 ? detail::conv1a_u8_row_avx512 : detail::conv1a_u8_row_reference;
   conv1a_scratch_ =
       AlignedBuffer(sizeof(float) * detail::conv1a_u8_scratch_floats(w_) * static_cast<std::size_t>(threads_));
+  description_ += std::string("conv1a:direct_u8(") + (avx512 ? "avx512" : "reference") + ") ";
+  described_["conv1a"] = true;
+}
+
+void OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const int> y0p, int rows, const memory& dst,
+                                   int lane) {
   // Channels-last u8: what oneDNN's int8 brgconv kernels read (conv1b takes it without a reorder).
-  memory dst = activation(memory::desc({1, c.out_channels, h_, w_}, dt::u8, tag::nhwc), dst_arena);
   scale_[dst.get()] = conv1a_.scale;
   Step s;
   s.keep = {dst};
-  s.fn = [this, dst] {
+  s.fn = [this, dst, y0p, rows, lane] {
+    const int y0 = *y0p, y1 = y0 + rows;
     auto* out = static_cast<std::uint8_t*>(dst.get_data_handle());
-    auto* scratch = static_cast<float*>(conv1a_scratch_.p);
+    const std::size_t row_bytes = static_cast<std::size_t>(w_) * static_cast<std::size_t>(conv1a_.channels);
+    // Rows outside the frame (a stripe's halo) are zero: what conv1b's padding reads there.
+    const int r0 = std::max(0, y0), r1 = std::min(h_, y1);
+    if (y0 < r0) std::memset(out, 0, static_cast<std::size_t>(r0 - y0) * row_bytes);
+    if (r1 < y1)
+      std::memset(out + static_cast<std::size_t>(r1 - y0) * row_bytes, 0,
+                  static_cast<std::size_t>(y1 - r1) * row_bytes);
     const std::size_t per_thread = detail::conv1a_u8_scratch_floats(w_);
+    if (lane >= 0) {  // a stripe, on its lane's thread
+      detail::conv1a_u8_rows(conv1a_, conv1a_row_, bound_input_, h_, w_, r0, r1, out, y0,
+                             conv1a_scratch_.p + static_cast<std::size_t>(lane) * per_thread);
+      return;
+    }
     // Rows split evenly over the threads; every row depends on the input only (same bytes for any split).
 #pragma omp parallel num_threads(threads_)
     {
       const int t = omp_get_thread_num(), n = omp_get_num_threads();
-      detail::conv1a_u8_rows(conv1a_, conv1a_row_, input_.p, h_, w_, h_ * t / n, h_ * (t + 1) / n, out,
-                             scratch + static_cast<std::size_t>(t) * per_thread);
+      detail::conv1a_u8_rows(conv1a_, conv1a_row_, bound_input_, h_, w_, r0 + (r1 - r0) * t / n,
+                             r0 + (r1 - r0) * (t + 1) / n, out, y0,
+                             conv1a_scratch_.p + static_cast<std::size_t>(t) * per_thread);
     }
   };
   seq.push_back(std::move(s));
-  description_ += std::string("conv1a:direct_u8(") + (avx512 ? "avx512" : "reference") + ") ";
-  return dst;
 }
 
-memory OneDnnExecutor::add_pool(std::vector<Step>& seq, memory src, int dst_arena, const char* label) {
-  const auto sd = src.get_desc();
-  const auto dims = sd.dims();
-  const memory::desc dst_any({dims[0], dims[1], dims[2] / 2, dims[3] / 2}, sd.data_type(), tag::any);
+void OneDnnExecutor::add_zero_rows(std::vector<Step>& seq, const memory& m, const RowLayout& l, int r0, int r1) {
+  if (r0 >= r1) return;
+  Step s;
+  s.keep = {m};
+  s.fn = [m, l, r0, r1] {
+    const memory::desc d = m.get_desc();
+    const auto dims = d.dims();
+    auto* base = static_cast<std::uint8_t*>(m.get_data_handle());
+    const std::size_t piece = piece_bytes(l, d.data_type(), dims[2], dims[3]);
+    for (std::int64_t j = 0; j < dims[1] / l.block; ++j)
+      std::memset(base + static_cast<std::size_t>(j) * piece + piece_bytes(l, d.data_type(), r0, dims[3]), 0,
+                  piece_bytes(l, d.data_type(), r1 - r0, dims[3]));
+  };
+  seq.push_back(std::move(s));
+}
+
+PoolKind& OneDnnExecutor::pool_kind(const memory::desc& src, const memory::desc* dst, const char* label) {
+  const memory::desc no_dst;
+  for (const auto& k : pool_kinds_)
+    if (k->src == src && k->dst_given == (dst ? *dst : no_dst)) return *k;
+  auto k = std::make_unique<PoolKind>();
+  k->src = src;
+  if (dst) k->dst_given = *dst;
+  const auto dims = src.dims();
+  const memory::desc dst_any({dims[0], dims[1], dims[2] / 2, dims[3] / 2}, src.data_type(), tag::any);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::pooling_forward::primitive_desc pd(
-      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, sd, dst_any, {2, 2},
-                                  {2, 2}, {0, 0}, {0, 0}),
-      attr, eng_);
-  memory dst = activation(pd.dst_desc(), dst_arena);
-  if (scale_.count(src.get())) scale_[dst.get()] = scale_of(src);  // max pooling keeps the quantisation
-  scratch_bytes_ = std::max(scratch_bytes_, pd.scratchpad_desc().get_size());
-  Step s{dnnl::pooling_forward(pd),
-         {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, dst.get()}, {DNNL_ARG_SCRATCHPAD, nullptr}},
-         {src, dst},
-         nullptr,
-         {}};
-  seq.push_back(std::move(s));
-  description_ += std::string(label) + ":max2x2(" + pd.impl_info_str() + ") ";
-  return dst;
+  try {
+    k->pd = dnnl::pooling_forward::primitive_desc(
+        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max, src,
+                                    dst ? *dst : dst_any, {2, 2}, {2, 2}, {0, 0}, {0, 0}),
+        attr, eng_);
+  } catch (const dnnl::error& e) {
+    if (!dst) throw;
+    throw StripeUnsupported(std::string(label) + ": " + e.what());
+  }
+  pool_kinds_.push_back(std::move(k));
+  return *pool_kinds_.back();
 }
 
-void OneDnnExecutor::execute(std::vector<Step>& seq) {
+memory OneDnnExecutor::add_pool(std::vector<Step>& seq, const memory& src, const char* label, const memory* dst) {
+  const memory::desc dst_desc = dst ? dst->get_desc() : memory::desc();
+  PoolKind& k = pool_kind(src.get_desc(), dst ? &dst_desc : nullptr, label);
+  if (!k.prim) k.prim = dnnl::pooling_forward(k.pd);
+  const memory out = dst ? *dst : new_activation(k.pd.dst_desc());
+  if (scale_.count(src.get())) scale_[out.get()] = scale_of(src);  // max pooling keeps the quantisation
+  Step s{k.prim, {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, out.get()}}, {src, out}, nullptr, {}};
+  if (const std::size_t sb = k.pd.scratchpad_desc().get_size(); sb > 0) {
+    const memory scratch = temp_memory(memory::desc({static_cast<memory::dim>(sb)}, dt::u8, tag::x), true);
+    s.args.push_back({DNNL_ARG_SCRATCHPAD, scratch.get()});
+    s.keep.push_back(scratch);
+  }
+  seq.push_back(std::move(s));
+  describe(label, std::string("max2x2(") + k.pd.impl_info_str() + ")");
+  return out;
+}
+
+void OneDnnExecutor::bind(std::byte* base, const float* input) {
+  const bool rebase = base != bound_, reinput = input != bound_input_;
+  if (!rebase && !reinput) return;
+  for (const Binding& b : bindings_) {
+    if (b.block < 0 ? !reinput : !rebase) continue;
+    // The input is only ever read (it is the src of conv1a); oneDNN's handles are not const.
+    void* p = b.block < 0 ? const_cast<std::byte*>(reinterpret_cast<const std::byte*>(input)) + b.offset
+                          : base + mplan_.offset(b.block) + b.offset;
+    if (dnnl_memory_set_data_handle(b.m.get(), p) != dnnl_success)
+      throw Error(ErrorKind::Internal, "oneDNN refused a buffer address");
+  }
+  bound_ = base;
+  bound_input_ = input;
+}
+
+void OneDnnExecutor::execute(std::vector<Step>& seq, dnnl::stream& stream) {
   for (auto& s : seq) {
     if (s.fn) {
       s.fn();
       continue;
     }
     const dnnl_status_t st =
-        dnnl_primitive_execute(s.prim.get(), stream_.get(), static_cast<int>(s.args.size()), s.args.data());
+        dnnl_primitive_execute(s.prim.get(), stream.get(), static_cast<int>(s.args.size()), s.args.data());
     if (st != dnnl_success) {
       throw Error(ErrorKind::Internal, "oneDNN primitive execution failed (status " + std::to_string(st) + ")");
     }
     if (record_ && s.label) {  // calibration pass (f32): raise the layer's maximum
-      stream_.wait();
+      stream.wait();
       const float* v = static_cast<const float*>(s.out.get_data_handle());
       const std::size_t n = s.out.get_desc().get_size() / sizeof(float);  // padding is zero: harmless for a max
       // The maximum, not a percentile: clipping measured worse (int8 keypoint Jaccard vs fp32 on the golden
@@ -501,10 +1013,12 @@ void OneDnnExecutor::execute(std::vector<Step>& seq) {
   }
 }
 
-void OneDnnExecutor::run(bool descriptors) {
+void OneDnnExecutor::run(const float* input, bool descriptors) {
   omp_set_num_threads(threads_);
-  execute(trunk_);
-  if (descriptors) execute(desc_head_);
+  const Workspace::Lease lease = workspace_->acquire(workspace_bytes_);  // other plans of this backend wait
+  bind(lease.data(), input);
+  execute(trunk_, stream_);
+  if (descriptors) execute(desc_head_, stream_);
   if (dnnl_stream_wait(stream_.get()) != dnnl_success) throw Error(ErrorKind::Internal, "oneDNN stream wait failed");
 }
 
@@ -528,8 +1042,9 @@ class OneDnnBackend final : public Backend {
   std::string device() const override { return "cpu"; }
   std::string precision() const override { return to_string(precision_); }
   int threads() const override { return threads_; }
+  std::size_t workspace_bytes() const override { return workspace_->mapped_bytes(); }
   std::unique_ptr<Executor> plan(const PlanOptions& options) override {
-    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, precision_, eng_,
+    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, precision_, eng_, workspace_,
                                             precision_ == Precision::Int8 ? &act_max_ : nullptr);
   }
 
@@ -554,9 +1069,9 @@ class OneDnnBackend final : public Backend {
                                                     std::to_string(p.height) + " has " +
                                                     std::to_string(p.pixels.size()) + " pixels");
       }
-      OneDnnExecutor ex(weights_, {p.height, p.width}, threads_, Precision::Fp32, eng_, nullptr, &act_max_);
-      std::memcpy(ex.input(), p.pixels.data(), p.pixels.size() * sizeof(float));
-      ex.run(true);
+      OneDnnExecutor ex(weights_, {p.height, p.width, 0}, threads_, Precision::Fp32, eng_, workspace_, nullptr,
+                        &act_max_);
+      ex.run(p.pixels.data(), true);
     }
   }
 
@@ -564,7 +1079,8 @@ class OneDnnBackend final : public Backend {
   int threads_;
   Precision precision_;
   dnnl::engine eng_;
-  LayerMax act_max_;  // int8 calibration (empty otherwise)
+  std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();  // shared by every plan (workspace.hpp)
+  LayerMax act_max_;                                                      // int8 calibration (empty otherwise)
 };
 
 }  // namespace

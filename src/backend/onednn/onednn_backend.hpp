@@ -9,11 +9,17 @@
 // channels-last brgemm kernels, measured 20% slower here, and Winograd wants the blocked layout anyway. The two last
 // 1x1 convolutions write channels-last directly into the executor's output buffers (their input is reordered
 // nChw16c -> nhwc first, 0.8 ms, because oneDNN's 1x1 kernel needs matching layouts; on AVX2 / SSE4.1 they write
-// blocked and a reorder fills the output buffer). Intermediate activations live in two ping-pong arenas.
-// Everything (primitives, reordered weights, arenas, scratchpad) is created in plan(); run() only executes.
+// blocked and a reorder fills the output buffer). Primitives and reordered weights are created in plan(); run()
+// only executes.
 //
-// Thread-safety: a Backend may be shared (plan() reads only immutable state); an Executor is used by one thread at
-// a time. Memory: about 2 x 4 x 64 x H x W bytes of arenas per executor (157 MB at 640x480).
+// Memory (issue 19): a plan owns its primitives and weights (about 12 MB in fp32); its activations, scratchpads,
+// reorder buffers and outputs are blocks of the backend's one workspace (backend/workspace.hpp), placed by their
+// lifetimes, bound at run time. The full-resolution block runs in stripes (stripes.hpp, bit-identical), so the
+// busiest step is conv3b's Winograd transforms: fp32 at 2 threads on the development VM, 73 MB at 640x480 (was
+// 162 MB in two ping-pong arenas + scratch), 176 MB at 1024x768 (403), 443 MB at 1600x1200 (974).
+//
+// Thread-safety: a Backend may be shared (plan() reads only immutable state); executors of one backend run one at a
+// time (they share the workspace).
 //
 // Convolution algorithm (direct vs Winograd) is chosen per layer by a FIXED rule (choose_conv_algo) from the CPU
 // ISA and the layer shape, never by timing at run time: outputs must be bit-identical across runs, processes and

@@ -680,7 +680,7 @@ Features Engine::run(const ImageInput& image, const Params& request) {
   }
 }
 
-engine::ThreadPool& Engine::pool(int workers) {
+engine::ThreadPool& Engine::worker_pool(int workers) {
   // One pool for the engine's life, grown in place and never replaced: concurrent run_each / warmup calls keep a
   // reference to it while they submit (issue 14 §2: replacing a smaller pool by a bigger one destroyed it under a
   // call still submitting to it). close() destroys it once the calls in flight are done (life_mu_).
@@ -732,7 +732,7 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
   // Three stages: the workers prepare up to num_workers + 1 images ahead; this thread runs the network in input
   // order; the workers then post-process each image (steps 7-12) while this thread runs the next forward. At most
   // `ahead` post-processings are pending, so the contexts in flight stay bounded (2 * ahead + 1).
-  engine::ThreadPool& workers = pool(num_workers);
+  engine::ThreadPool& workers = worker_pool(num_workers);
   std::vector<std::future<Prepared>> pending(images.size());
   std::vector<std::future<Features>> done(images.size());
   out.resize(images.size(), Error(ErrorKind::Internal, "not processed"));
@@ -770,30 +770,49 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
       }
     }
   };
-  submit_upto(ahead);
-  for (std::size_t i = 0; i < images.size(); ++i) {
-    submit_upto(i + 1 + ahead);
-    if (i >= ahead) collect_upto(i - ahead);
-    try {
-      auto p = std::make_shared<Prepared>(pending[i].get());
-      if (stop) {
-        release_context(std::move(p->ctx));
-        continue;  // drain the futures that were submitted (they reference `images`)
-      }
+  // Every task refers to this frame (prepare_one, post_one, `params`) and to the caller's `images`: whatever leaves
+  // here (a failed submit, an exception that is not an Error) first waits for every task submitted (issue 19 §4).
+  auto drain = [&]() noexcept {
+    for (std::size_t k = 0; k < submitted; ++k) {
+      if (!pending[k].valid()) continue;
       try {
-        network(*p, params, false);
-      } catch (...) {
-        release_context(std::move(p->ctx));
-        throw;
+        Prepared p = pending[k].get();
+        release_context(std::move(p.ctx));
+      } catch (...) {  // the task's own failure: what is propagating is the reason to drain
       }
-      done[i] = workers.submit([&post_one, p] { return post_one(p); });
-    } catch (const Error& e) {
-      fail(i, e);
-    } catch (const std::bad_alloc&) {
-      fail(i, oom(i));
     }
+    for (auto& d : done)
+      if (d.valid()) d.wait();
+  };
+  try {
+    submit_upto(ahead);
+    for (std::size_t i = 0; i < images.size(); ++i) {
+      submit_upto(i + 1 + ahead);
+      if (i >= ahead) collect_upto(i - ahead);
+      try {
+        auto p = std::make_shared<Prepared>(pending[i].get());
+        if (stop) {
+          release_context(std::move(p->ctx));
+          continue;  // drain the futures that were submitted (they reference `images`)
+        }
+        try {
+          network(*p, params, false);
+        } catch (...) {
+          release_context(std::move(p->ctx));
+          throw;
+        }
+        done[i] = workers.submit([&post_one, p] { return post_one(p); });
+      } catch (const Error& e) {
+        fail(i, e);
+      } catch (const std::bad_alloc&) {
+        fail(i, oom(i));
+      }
+    }
+    collect_upto(images.size());
+  } catch (...) {
+    drain();
+    throw;
   }
-  collect_upto(images.size());
   if (stop) {  // the first failing image in input order, as the serial path throws it
     for (auto& r : out)
       if (auto* e = std::get_if<Error>(&r)) throw *e;
@@ -907,7 +926,7 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
   }
   if (spec.num_workers > 0) {
     step("workers:" + std::to_string(spec.num_workers), [&] {
-      engine::ThreadPool& tp = pool(spec.num_workers);
+      engine::ThreadPool& tp = worker_pool(spec.num_workers);
       std::vector<std::future<void>> fs;
       for (int i = 0; i < tp.size(); ++i) fs.push_back(tp.submit([] {}));
       for (auto& f : fs) f.get();

@@ -48,6 +48,8 @@ class Engine {
   void close();
   bool closed() const noexcept { return closed_.load(); }
   const ModelInfo& info() const noexcept { return info_; }
+  /// The worker pool of list requests, grown to at least `workers` threads (one pool for the engine's life).
+  engine::ThreadPool& worker_pool(int workers);
   const model::ModelConfig& config() const noexcept { return weights_config_; }
 
  private:
@@ -66,7 +68,6 @@ class Engine {
   void network(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output);
   Features postprocess(Prepared& prepared, const ResolvedParams& params);
   Features finish(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output = false);
-  engine::ThreadPool& pool(int workers);
   void log(const std::string& msg) const;
 
   Options options_;

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "superpoint_rt/errors.hpp"
 
@@ -59,6 +60,11 @@ void ThreadPool::loop() {
     }
     job();  // packaged_task stores exceptions in its future
   }
+}
+
+void ThreadPool::set_submit_hook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  submit_hook_ = std::move(hook);
 }
 
 }  // namespace superpoint_rt::engine

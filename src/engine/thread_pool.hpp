@@ -35,9 +35,15 @@ class ThreadPool {
   /// far stay).
   void grow(int threads);
 
+  /// Queues `f`; its result or exception arrives through the future. May throw (std::bad_alloc, or the test hook's
+  /// exception) before anything is queued.
   template <class F>
   auto submit(F&& f) -> std::future<decltype(f())> {
     using R = decltype(f());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (submit_hook_) submit_hook_();
+    }
     auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(f));
     std::future<R> fut = task->get_future();
     {
@@ -48,6 +54,10 @@ class ThreadPool {
     return fut;
   }
 
+  /// Tests only: `hook` runs at the start of every submit() (under the pool's lock: it must not call the pool), and
+  /// an exception it throws leaves submit() as a failed allocation would. Empty = none.
+  void set_submit_hook(std::function<void()> hook);
+
  private:
   void loop();
   void stop_and_join() noexcept;
@@ -56,6 +66,7 @@ class ThreadPool {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::function<void()> submit_hook_;  // guarded by mu_
 };
 
 }  // namespace superpoint_rt::engine

@@ -2,9 +2,10 @@
 //
 //   load: create_backend(name, weights, options) takes the weights once (reorders, uploads).
 //   plan: Backend::plan() creates every primitive for the network frame and lays out the buffers it needs; nothing
-//         is created per call. A plan owns only what is specific to its shape (primitives, weights in their layout):
-//         its activations, scratch and outputs are blocks of one workspace the backend shares between all its plans
-//         (backend/workspace.hpp), as large as the largest plan in use.
+//         is created per call. A plan owns only what is specific to its shape (its primitives); its weights (in the
+//         primitives' layouts) are shared by the plans that want the same layout, and its activations, scratch and
+//         outputs are blocks of one workspace the backend shares between all its plans (backend/workspace.hpp), as
+//         large as the largest plan in use.
 //   run:  Executor::run(input) reads the caller's plane and writes logits() / descriptors().
 //
 // The engine only talks to this interface; a new backend (CUDA) is a new folder under src/backend/ that implements
@@ -72,7 +73,7 @@ class Executor {
   virtual std::string plan_description() const = 0;
   /// Bytes of the backend's shared workspace this plan needs while it runs (activations, scratch, outputs).
   virtual std::size_t workspace_bytes() const = 0;
-  /// Bytes this plan holds on its own while it exists (weights in its primitives' layouts, small scratch).
+  /// Bytes this plan holds on its own while it exists (small scratch; its weights are shared: Backend::weights_bytes).
   virtual std::size_t plan_bytes() const = 0;
 };
 
@@ -85,6 +86,8 @@ class Backend {
   virtual int threads() const = 0;            // threads the executors use
   /// Bytes of the shared workspace held now: the largest workspace_bytes() among the live executors that have run.
   virtual std::size_t workspace_bytes() const = 0;
+  /// Bytes of the weights in their primitives' layouts, one copy per layout among the live executors.
+  virtual std::size_t weights_bytes() const = 0;
   /// Throws InvalidArgument for a frame or stripe_rows out of range.
   virtual std::unique_ptr<Executor> plan(const PlanOptions& options) = 0;
 };

@@ -24,7 +24,7 @@ std::size_t page_size() {
 }  // namespace
 
 Workspace::~Workspace() {
-  if (data_) ::munmap(data_, mapped_);
+  if (data_) ::munmap(data_, mapped_.load());
 }
 
 void Workspace::add_user(std::size_t bytes) {
@@ -50,24 +50,19 @@ Workspace::Lease Workspace::acquire(std::size_t bytes) {
   return Lease(std::move(lock), data_);
 }
 
-std::size_t Workspace::mapped_bytes() const {
-  std::lock_guard<std::mutex> lock(run_mu_);
-  return mapped_;
-}
-
 void Workspace::resize_locked(std::size_t bytes) {
   // Anonymous mappings, not malloc: a new mapping is zero (the blocked layouts' padding, if any, reads as zero),
   // growing with mremap moves page tables instead of copying or re-faulting the bytes already in use, and shrinking
   // returns the tail to the system at once, whatever the allocator's thresholds.
-  const std::size_t want = round_up(bytes, page_size());
-  if (want == mapped_) return;
+  const std::size_t want = round_up(bytes, page_size()), have = mapped_.load();
+  if (want == have) return;
   if (want == 0) {
-    ::munmap(data_, mapped_);
+    ::munmap(data_, have);
     data_ = nullptr;
     mapped_ = 0;
     return;
   }
-  void* p = data_ ? ::mremap(data_, mapped_, want, MREMAP_MAYMOVE)
+  void* p = data_ ? ::mremap(data_, have, want, MREMAP_MAYMOVE)
                   : ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   data_ = static_cast<std::byte*>(p);

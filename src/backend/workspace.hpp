@@ -14,6 +14,7 @@
 // MemoryPlan is a plain value used while a plan is built.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -50,15 +51,15 @@ class Workspace {
   /// when the system refuses the memory.
   Lease acquire(std::size_t bytes);
 
-  /// Bytes mapped now (resident once touched).
-  std::size_t mapped_bytes() const;
+  /// Bytes mapped now (resident once touched). Does not wait for a run.
+  std::size_t mapped_bytes() const { return mapped_.load(std::memory_order_relaxed); }
 
  private:
   void resize_locked(std::size_t bytes);  // run_mu_ held
 
   mutable std::mutex run_mu_;  // held by a Lease, and while the mapping changes
   std::byte* data_ = nullptr;
-  std::size_t mapped_ = 0;
+  std::atomic<std::size_t> mapped_{0};  // written under run_mu_
   mutable std::mutex users_mu_;
   std::map<std::size_t, int> users_;  // bytes -> number of plans that need that many
 };

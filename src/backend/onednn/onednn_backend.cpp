@@ -145,6 +145,51 @@ std::size_t piece_bytes(const RowLayout& l, dt type, std::int64_t rows, std::int
   return static_cast<std::size_t>(rows * width * l.block) * memory::data_type_size(type);
 }
 
+// Weights in a primitive's layout, shared by every plan of a backend that wants the same layout for a layer: frame
+// sizes mostly change activations, not weight layouts, so a folder of photos of 10 sizes keeps one copy of the
+// weights (about 12 MB in fp32) instead of ten. Thread-safe; an entry lives while a plan uses it.
+class WeightCache {
+ public:
+  struct Entry {
+    memory w, b;
+  };
+  // The entry for `label` in layout `wd` (int8: with input scale `s_in`), made by `make` when no live plan has it.
+  std::shared_ptr<const Entry> get(const std::string& label, const memory::desc& wd, float s_in,
+                                   const std::function<Entry()>& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto live = it->entry.lock();
+      if (!live) {
+        it = entries_.erase(it);
+        continue;
+      }
+      if (it->label == label && it->wd == wd && it->s_in == s_in) return live;
+      ++it;
+    }
+    auto e = std::make_shared<const Entry>(make());
+    entries_.push_back({label, wd, s_in, e});
+    return e;
+  }
+  // Bytes of the entries plans use now.
+  std::size_t bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::size_t total = 0;
+    for (const auto& k : entries_)
+      if (const auto live = k.entry.lock()) total += live->w.get_desc().get_size() + live->b.get_desc().get_size();
+    return total;
+  }
+
+ private:
+  struct Key {
+    std::string label;
+    memory::desc wd;
+    float s_in;
+    std::weak_ptr<const Entry> entry;
+  };
+  mutable std::mutex mu_;
+  std::vector<Key> entries_;
+};
+
 // A convolution's rows; its width keeps its size, zero padding kernel / 2 on both sides.
 struct ConvRows {
   int ih = 0, oh = 0;       // input and output rows
@@ -159,13 +204,14 @@ struct ConvKind {
   ConvRows rows;
   memory::desc dst_given;  // the dst the caller asked for (zero desc: any)
   dnnl::convolution_forward::primitive_desc pd;
-  std::string algo;           // "direct", "winograd", "winograd->direct" ...
+  std::string algo;                                           // "direct", "winograd", "winograd->direct" ...
+  dnnl::algorithm alg = dnnl::algorithm::convolution_direct;  // the one pd was made with
   bool reorder_out = false;   // writes its own layout, a reorder fills the given dst (outputs on AVX2 / SSE4.1)
   float s_in = 0, s_out = 1;  // int8 scales
   std::vector<float> ws;      // int8 weight scales per output channel
   dnnl::primitive prim;       // made by realise()
   dnnl::primitive src_reorder;
-  memory w, b;
+  std::shared_ptr<const WeightCache::Entry> weights;  // the weights and bias in the primitive's layout
 };
 
 struct PoolKind {
@@ -185,7 +231,8 @@ class OneDnnExecutor final : public Executor {
   // `act_max` (int8 only, else nullptr): the calibration. `record` (fp32 only, else nullptr): run() raises each
   // layer's entry to the maximum of its output (the calibration pass; such a plan is unstriped).
   OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, Precision precision,
-                 const dnnl::engine& eng, std::shared_ptr<Workspace> workspace, const LayerMax* act_max = nullptr,
+                 const dnnl::engine& eng, std::shared_ptr<Workspace> workspace,
+                 std::shared_ptr<WeightCache> weight_cache, const LayerMax* act_max = nullptr,
                  LayerMax* record = nullptr);
   ~OneDnnExecutor() override;
 
@@ -219,23 +266,30 @@ class OneDnnExecutor final : public Executor {
   // stripe must reproduce. Throws StripeUnsupported for layouts the stripes cannot address.
   struct Block1Template {
     std::string a_impl, b_impl;  // conv1a's (empty for int8: ours), conv1b's
+    dnnl::algorithm a_alg = dnnl::algorithm::convolution_direct, b_alg = dnnl::algorithm::convolution_direct;
+    std::size_t b_scratch = 0;  // conv1b's scratchpad
     memory::desc a_out, b_out, p1;
     RowLayout a_layout, b_layout, p_layout;
   };
   Block1Template block1_template(const model::Weights& wt);
   // Workspace bytes of one lane for stripes of `rows` rows (its buffers and its primitives' scratch), from the
-  // primitive descriptors of a middle stripe; throws StripeUnsupported when oneDNN has no such stripe.
+  // primitive descriptors of every stripe height of the frame; throws StripeUnsupported when oneDNN cannot run one.
   std::size_t stripe_lane_bytes(const model::Weights& wt, const Block1Template& t, int rows);
-  int choose_stripe_rows(const model::Weights& wt, const Block1Template& t);
+  // The candidates (stripes.hpp) in the order to try: those whose lanes fit the stripe budget, largest first, then
+  // the others that still need less than the unstriped block, cheapest first; those oneDNN cannot run are left out.
+  std::vector<int> stripe_rows_to_try(const model::Weights& wt, const Block1Template& t);
   // The block in stripes of `stripe_rows` rows (stripes.hpp); throws StripeUnsupported when oneDNN cannot.
   memory add_block1_striped(const model::Weights& wt, const Block1Template& t, int stripe_rows);
   void run_stripes(std::byte* p1);
   // conv (+bias, +relu) reading `src`; returns its dst: `dst` when given (`output`: the executor's logits /
   // descriptors), else a new block. `impl`: the oneDNN implementation it must use (StripeUnsupported if none).
   memory add_conv(std::vector<Step>& seq, const model::Conv& c, const memory& src, int ww, bool relu,
-                  const ConvRows& rows, const memory* dst, bool output, const char* label, const char* impl = nullptr);
+                  const ConvRows& rows, const memory* dst, bool output, const char* label, const char* impl = nullptr,
+                  dnnl::algorithm impl_alg = dnnl::algorithm::convolution_direct);
+  // impl (a stripe): the implementation to use, with the descriptor's algorithm impl_alg.
   ConvKind& conv_kind(const model::Conv& c, const memory::desc& src, float s_in, int ww, bool relu,
-                      const ConvRows& rows, const memory::desc* dst, bool output, const char* label, const char* impl);
+                      const ConvRows& rows, const memory::desc* dst, bool output, const char* label, const char* impl,
+                      dnnl::algorithm impl_alg = dnnl::algorithm::convolution_direct);
   void realise(ConvKind& k, const model::Conv& c);
   // 2x2 max pooling of `src` into `dst` (when given) or a new block.
   memory add_pool(std::vector<Step>& seq, const memory& src, const char* label, const memory* dst = nullptr);
@@ -246,6 +300,8 @@ class OneDnnExecutor final : public Executor {
   // lane's thread alone, else on the plan's threads.
   void add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const int> y0, int rows, const memory& dst, int lane);
   void init_conv1a_u8(const model::Conv& c);
+  // Copies the input rows [*first_row - 1, ...) of a stripe into `m` (1 x 1 x rows x w), zeros outside the frame.
+  void add_input_rows(std::vector<Step>& seq, const memory& m, std::shared_ptr<const int> first_row);
   // Sets rows [r0, r1) of `m` (layout `l`) to zero.
   void add_zero_rows(std::vector<Step>& seq, const memory& m, const RowLayout& l, int r0, int r1);
   void execute(std::vector<Step>& seq, dnnl::stream& stream);
@@ -264,6 +320,7 @@ class OneDnnExecutor final : public Executor {
   dnnl::engine eng_;
   dnnl::stream stream_;
   std::shared_ptr<Workspace> workspace_;
+  std::shared_ptr<WeightCache> weight_cache_;
   MemoryPlan mplan_;
   std::size_t workspace_bytes_ = 0, plan_bytes_ = 0;
   struct Binding {
@@ -303,8 +360,7 @@ class OneDnnExecutor final : public Executor {
   struct StripeProgram {
     StripeShape shape;
     std::vector<Step> steps;
-    memory in;                             // conv1a's input rows (fp32 / bf16), aimed per stripe
-    std::shared_ptr<int> u8_y0;            // int8: the frame row of conv1a's first output row, set per stripe
+    std::shared_ptr<int> first_row;        // the frame row of conv1a's first output row (y0 - 1), set per stripe
     std::vector<memory> pool_dst;          // pool1's output pieces, aimed per stripe
     std::vector<std::size_t> pool_offset;  // each piece's offset in pool1's output
     std::size_t pool_row_bytes = 0;        // one row of a piece of pool1's output
@@ -312,7 +368,7 @@ class OneDnnExecutor final : public Executor {
   struct Lane {
     dnnl::stream stream;
     int index = 0;
-    int s1 = -1, s2 = -1, temp = -1, scratch = -1;  // workspace blocks
+    int input = -1, s1 = -1, s2 = -1, temp = -1, scratch = -1;  // workspace blocks
     std::vector<StripeProgram> programs;
   };
   std::vector<Stripe> stripes_;
@@ -321,8 +377,8 @@ class OneDnnExecutor final : public Executor {
 };
 
 OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, Precision precision,
-                               const dnnl::engine& eng, std::shared_ptr<Workspace> workspace, const LayerMax* act_max,
-                               LayerMax* record)
+                               const dnnl::engine& eng, std::shared_ptr<Workspace> workspace,
+                               std::shared_ptr<WeightCache> weight_cache, const LayerMax* act_max, LayerMax* record)
     : h_(o.height),
       w_(o.width),
       hc_(o.height / 8),
@@ -330,6 +386,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
       threads_(threads),
       eng_(eng),
       workspace_(std::move(workspace)),
+      weight_cache_(std::move(weight_cache)),
       precision_(precision),
       act_dt_(precision == Precision::Bf16 ? dt::bf16 : dt::f32),
       act_max_(act_max),
@@ -356,22 +413,34 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   try {
     stream_ = dnnl::stream(eng_);
     if (precision_ == Precision::Int8) init_conv1a_u8(wt.encoder[0]);
-    // Stripes (stripes.hpp) unless asked not to; the calibration pass records whole layers. Whatever a refused
-    // attempt planned stays unused.
+    // Stripes (stripes.hpp) unless asked not to; the calibration pass records whole layers. A stripe height whose
+    // first or last stripe oneDNN cannot run is refused and the next one tried; whatever a refused attempt planned
+    // stays unused.
     memory x;
     if (!record_ && o.stripe_rows != 0) {
+      std::string refused = "no stripe height fits";
       try {
         const Block1Template t = block1_template(wt);
-        const int rows = o.stripe_rows > 0 ? o.stripe_rows : choose_stripe_rows(wt, t);
-        if (rows > 0 && rows < h_ / 2 * 2) x = add_block1_striped(wt, t, rows);
+        const std::vector<int> tries = o.stripe_rows > 0 ? std::vector<int>{o.stripe_rows} : stripe_rows_to_try(wt, t);
+        for (const int rows : tries) {
+          if (rows >= h_ / 2 * 2) continue;
+          const std::string description = description_;
+          const auto described = described_;
+          try {
+            x = add_block1_striped(wt, t, rows);
+            break;
+          } catch (const StripeUnsupported& e) {
+            trunk_.clear();
+            lanes_.clear();
+            description_ = description;
+            described_ = described;
+            refused = e.what();
+          }
+        }
       } catch (const StripeUnsupported& e) {
-        trunk_.clear();
-        lanes_.clear();
-        description_.clear();
-        described_.clear();
-        if (precision_ == Precision::Int8) init_conv1a_u8(wt.encoder[0]);
-        describe("block1", std::string("unstriped(") + e.what() + ")");
+        refused = e.what();
       }
+      if (!x) describe("block1", "unstriped(" + refused + ")");
     }
     if (!x) x = add_block1(wt, input_memory(memory::desc({1, 1, h_, w_}, dt::f32, tag::nchw), 0));
     int hh = h_ / 2, ww = w_ / 2;
@@ -412,13 +481,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     mplan_.use(descriptors_block_, step);
     workspace_bytes_ = mplan_.place();
     workspace_->add_user(workspace_bytes_);
-    std::vector<dnnl_memory_t> counted;  // weights shared by several kinds (the stripes' shapes) count once
-    for (const auto& k : conv_kinds_) {
-      if (!k->prim || std::find(counted.begin(), counted.end(), k->w.get()) != counted.end()) continue;
-      counted.push_back(k->w.get());
-      plan_bytes_ += k->w.get_desc().get_size() + k->b.get_desc().get_size();
-    }
-    plan_bytes_ += conv1a_scratch_.bytes;
+    plan_bytes_ = conv1a_scratch_.bytes;  // the weights are the backend's (WeightCache)
     if (!description_.empty()) description_.pop_back();
   } catch (const dnnl::error& e) {
     internal("plan", e);
@@ -476,11 +539,14 @@ OneDnnExecutor::Block1Template OneDnnExecutor::block1_template(const model::Weig
     const memory::desc plane({1, 1, h_, w_}, dt::f32, tag::nchw);
     const ConvKind& ka = conv_kind(ca, plane, 0.f, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1a", nullptr);
     t.a_impl = ka.pd.impl_info_str();
+    t.a_alg = ka.alg;
     t.a_out = ka.pd.dst_desc();
   }
   const ConvKind& kb =
       conv_kind(wt.encoder[1], t.a_out, conv1a_.scale, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1b", nullptr);
   t.b_impl = kb.pd.impl_info_str();
+  t.b_alg = kb.alg;
+  t.b_scratch = kb.pd.scratchpad_desc().get_size();
   t.b_out = kb.pd.dst_desc();
   t.p1 = pool_kind(t.b_out, nullptr, "pool1").pd.dst_desc();
   t.a_layout = row_layout_of(t.a_out);
@@ -502,44 +568,51 @@ std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Bl
   const ThreadsFor one(1, threads_);
   const model::Conv& ca = wt.encoder[0];
   const model::Conv& cb = wt.encoder[1];
-  const memory::desc s1({1, ca.out_channels, rows + 2, w_}, t.a_out.data_type(), t.a_layout.t);
-  const memory::desc s2({1, cb.out_channels, rows, w_}, t.b_out.data_type(), t.b_layout.t);
-  std::size_t scratch = 0, temp = 0;
-  if (!t.a_impl.empty()) {
-    const memory::desc in({1, 1, rows + 4, w_}, dt::f32, tag::nchw);
-    const ConvKind& ka =
-        conv_kind(ca, in, 0.f, w_, true, {rows + 4, rows + 2, 0, 0}, &s1, false, "conv1a", t.a_impl.c_str());
-    scratch = ka.pd.scratchpad_desc().get_size();
+  // Every stripe height of the frame (the last one may differ): a lane's blocks hold the largest of each.
+  std::size_t s1_bytes = 0, s2_bytes = 0, in_bytes = 0, scratch = 0, temp = 0;
+  for (const Stripe& st : stripes_of(h_ / 2 * 2, rows)) {
+    const int r = st.y1 - st.y0;
+    const memory::desc s1({1, ca.out_channels, r + 2, w_}, t.a_out.data_type(), t.a_layout.t);
+    const memory::desc s2({1, cb.out_channels, r, w_}, t.b_out.data_type(), t.b_layout.t);
+    s1_bytes = std::max(s1_bytes, s1.get_size());
+    s2_bytes = std::max(s2_bytes, s2.get_size());
+    if (!t.a_impl.empty()) {
+      const memory::desc in({1, 1, r + 4, w_}, dt::f32, tag::nchw);
+      in_bytes = std::max(in_bytes, in.get_size());
+      const ConvKind& ka =
+          conv_kind(ca, in, 0.f, w_, true, {r + 4, r + 2, 0, 0}, &s1, false, "conv1a", t.a_impl.c_str(), t.a_alg);
+      scratch = std::max(scratch, ka.pd.scratchpad_desc().get_size());
+    }
+    const ConvKind& kb =
+        conv_kind(cb, s1, conv1a_.scale, w_, true, {r + 2, r, 0, 0}, &s2, false, "conv1b", t.b_impl.c_str(), t.b_alg);
+    scratch = std::max(scratch, kb.pd.scratchpad_desc().get_size());
+    if (kb.pd.src_desc() != s1) temp = std::max(temp, kb.pd.src_desc().get_size());
   }
-  const ConvKind& kb =
-      conv_kind(cb, s1, conv1a_.scale, w_, true, {rows + 2, rows, 0, 0}, &s2, false, "conv1b", t.b_impl.c_str());
-  scratch = std::max(scratch, kb.pd.scratchpad_desc().get_size());
-  if (kb.pd.src_desc() != s1) temp = kb.pd.src_desc().get_size();
-  return s1.get_size() + s2.get_size() + temp + scratch;
+  return in_bytes + s1_bytes + s2_bytes + temp + scratch;
 }
 
-int OneDnnExecutor::choose_stripe_rows(const model::Weights& wt, const Block1Template& t) {
-  // The largest candidate whose lanes fit the stripe budget (stripes.hpp), else the cheapest one.
-  const std::size_t budget = stripe_budget_bytes(t.p1.get_size());
-  int best = 0;
-  std::size_t best_bytes = 0;
+std::vector<int> OneDnnExecutor::stripe_rows_to_try(const model::Weights& wt, const Block1Template& t) {
+  // What the stripes replace: the unstriped block's two full-resolution activations and conv1b's scratch.
+  const std::size_t unstriped = t.a_out.get_size() + t.b_out.get_size() + t.b_scratch;
+  const std::size_t budget = std::min(stripe_budget_bytes(t.p1.get_size()), unstriped);
+  std::vector<int> fitting;
+  std::vector<std::pair<std::size_t, int>> others;  // (bytes, rows)
   for (const int rows : kStripeRowCandidates) {
     if (rows >= h_ / 2 * 2) continue;
-    std::size_t bytes = 0;
     try {
       const auto lanes =
           static_cast<std::size_t>(std::min<int>(threads_, static_cast<int>(stripes_of(h_ / 2 * 2, rows).size())));
-      bytes = lanes * stripe_lane_bytes(wt, t, rows);
+      const std::size_t bytes = lanes * stripe_lane_bytes(wt, t, rows);
+      if (bytes <= budget)
+        fitting.push_back(rows);
+      else if (bytes < unstriped)
+        others.emplace_back(bytes, rows);
     } catch (const StripeUnsupported&) {
-      continue;
-    }
-    if (bytes <= budget) return rows;
-    if (!best || bytes < best_bytes) {
-      best = rows;
-      best_bytes = bytes;
     }
   }
-  return best;
+  std::sort(others.begin(), others.end());
+  for (const auto& [bytes, rows] : others) fitting.push_back(rows);
+  return fitting;
 }
 
 memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1Template& t, int stripe_rows) {
@@ -566,6 +639,10 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
   // tests/backend/test_onednn.cpp ThreadCountsGiveBitIdenticalOutputs).
   const int lanes = std::min<int>(threads_, static_cast<int>(stripes_.size()));
   const ThreadsFor one(1, threads_);
+  struct LaneReset {
+    Lane*& lane;
+    ~LaneReset() { lane = nullptr; }
+  } lane_reset{lane_};
   std::vector<memory> keep{p1};
   lanes_.resize(static_cast<std::size_t>(lanes));
   for (int l = 0; l < lanes; ++l) {
@@ -574,12 +651,12 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
     lane.index = l;
     lane.s1 = mplan_.add(0);
     lane.s2 = mplan_.add(0);
+    lane.input = mplan_.add(0);
     lane.temp = mplan_.add(0);
     lane.scratch = mplan_.add(0);
     lane_ = &lane;
     for (const Stripe& s : stripes_) {
       const int rows = s.y1 - s.y0;
-      const int a0 = std::max(0, s.y0 - 2), a1 = std::min(h_, s.y1 + 2);
       const StripeShape shape{rows, s.y0 == 0, s.y1 + 2 > h_};
       if (std::any_of(lane.programs.begin(), lane.programs.end(),
                       [&](const StripeProgram& p) { return p.shape == shape; }))
@@ -590,13 +667,20 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
       const memory::desc s1_md({1, ca.out_channels, rows + 2, w_}, a_out.data_type(), a_layout.t);
       mplan_.grow(lane.s1, s1_md.get_size());
       const memory s1 = block_memory(s1_md, lane.s1);
+      prog.first_row = std::make_shared<int>(0);
       if (precision_ == Precision::Int8) {
-        prog.u8_y0 = std::make_shared<int>(0);
-        add_conv1a_u8(prog.steps, prog.u8_y0, rows + 2, s1, l);
+        add_conv1a_u8(prog.steps, prog.first_row, rows + 2, s1, l);
       } else {
-        prog.in = memory(memory::desc({1, 1, a1 - a0, w_}, dt::f32, tag::nchw), eng_, DNNL_MEMORY_NONE);
-        add_conv(prog.steps, ca, prog.in, w_, true, {a1 - a0, rows + 2, a0 - s.y0 + 2, s.y1 + 2 - a1}, &s1, false,
-                 "conv1a", a_impl.c_str());
+        // conv1a reads its input rows from a lane buffer holding zeros where they are outside the frame, "valid" in
+        // height: one primitive for every stripe of a height (and no padding of two rows, which oneDNN 2.6's direct
+        // kernel for one input channel crashes on in some shapes); a padded tap of the unstriped layer is a +0 * w
+        // product here (stripes.hpp).
+        const memory::desc in_md({1, 1, rows + 4, w_}, dt::f32, tag::nchw);
+        mplan_.grow(lane.input, in_md.get_size());
+        const memory in = block_memory(in_md, lane.input);
+        add_input_rows(prog.steps, in, prog.first_row);
+        add_conv(prog.steps, ca, in, w_, true, {rows + 4, rows + 2, 0, 0}, &s1, false, "conv1a", a_impl.c_str(),
+                 t.a_alg);
         // Rows outside the frame hold conv1a of padding; conv1b reads zeros there (the unstriped layer's padding).
         if (shape.top) add_zero_rows(prog.steps, s1, a_layout, 0, 1);
         if (s.y1 + 1 > h_) add_zero_rows(prog.steps, s1, a_layout, h_ - s.y0 + 1, rows + 2);
@@ -605,7 +689,7 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
       const memory::desc s2_md({1, cb.out_channels, rows, w_}, b_out.data_type(), b_layout.t);
       mplan_.grow(lane.s2, s2_md.get_size());
       const memory s2 = block_memory(s2_md, lane.s2);
-      add_conv(prog.steps, cb, s1, w_, true, {rows + 2, rows, 0, 0}, &s2, false, "conv1b", b_impl.c_str());
+      add_conv(prog.steps, cb, s1, w_, true, {rows + 2, rows, 0, 0}, &s2, false, "conv1b", b_impl.c_str(), t.b_alg);
       // pool1: each channel piece of the stripe into its rows of pool1's output (aimed per stripe).
       const memory::desc src_md({1, b_layout.block, rows, w_}, b_out.data_type(), b_layout.t);
       const memory::desc dst_md({1, b_layout.block, rows / 2, w_ / 2}, b_out.data_type(), b_layout.t);
@@ -625,7 +709,6 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
       lane.programs.push_back(std::move(prog));
     }
   }
-  lane_ = nullptr;
   Step block;
   block.keep = std::move(keep);
   block.fn = [this, p1] { run_stripes(static_cast<std::byte*>(p1.get_data_handle())); };
@@ -652,14 +735,8 @@ void OneDnnExecutor::run_stripes(std::byte* p1) {
         const StripeShape shape{s.y1 - s.y0, s.y0 == 0, s.y1 + 2 > h_};
         StripeProgram& prog = *std::find_if(lane.programs.begin(), lane.programs.end(),
                                             [&](const StripeProgram& p) { return p.shape == shape; });
-        // Aim the program at this stripe: its input rows, its frame rows (int8's conv1a), its rows of pool1.
-        if (prog.in) {
-          const auto* in =
-              reinterpret_cast<const std::byte*>(bound_input_) +
-              static_cast<std::size_t>(std::max(0, s.y0 - 2)) * static_cast<std::size_t>(w_) * sizeof(float);
-          dnnl_memory_set_data_handle(prog.in.get(), const_cast<std::byte*>(in));
-        }
-        if (prog.u8_y0) *prog.u8_y0 = s.y0 - 1;
+        // Aim the program at this stripe: its frame rows (conv1a's input), its rows of pool1.
+        *prog.first_row = s.y0 - 1;
         for (std::size_t j = 0; j < prog.pool_dst.size(); ++j)
           dnnl_memory_set_data_handle(
               prog.pool_dst[j].get(),
@@ -677,7 +754,7 @@ void OneDnnExecutor::run_stripes(std::byte* p1) {
 
 ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& src_md, float s_in, int ww, bool relu,
                                     const ConvRows& rows, const memory::desc* dst_given, bool output, const char* label,
-                                    const char* impl) {
+                                    const char* impl, dnnl::algorithm impl_alg) {
   const memory::desc no_dst;
   for (const auto& k : conv_kinds_)
     if (k->label == label && k->src == src_md && k->rows.ih == rows.ih && k->rows.oh == rows.oh &&
@@ -748,16 +825,21 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
                                         {rows.top, pad}, {rows.bottom, pad}),
         attr, eng_);
   };
-  const dnnl::algorithm want = algo == ConvAlgo::Winograd ? dnnl::algorithm::convolution_winograd
-                               : algo == ConvAlgo::Auto   ? dnnl::algorithm::convolution_auto
-                                                          : dnnl::algorithm::convolution_direct;
+  const dnnl::algorithm want = impl                         ? impl_alg
+                               : algo == ConvAlgo::Winograd ? dnnl::algorithm::convolution_winograd
+                               : algo == ConvAlgo::Auto     ? dnnl::algorithm::convolution_auto
+                                                            : dnnl::algorithm::convolution_direct;
   k.algo = to_string(algo);
+  k.alg = want;
+  // A stripe uses the unstriped layer's algorithm and nothing else: oneDNN 2.6 lists its Winograd implementations
+  // for a direct convolution too, and creating one from such a descriptor crashes (found with a 16-row stripe).
   auto make_any_algo = [&](const memory::desc& s) {
     try {
       return make_pd(want, s);
     } catch (const dnnl::error&) {
-      if (want == dnnl::algorithm::convolution_direct) throw;
+      if (want == dnnl::algorithm::convolution_direct || impl) throw;
       k.algo = std::string(to_string(algo)) + "->direct";  // no Winograd kernel for this shape / ISA
+      k.alg = dnnl::algorithm::convolution_direct;
       return make_pd(dnnl::algorithm::convolution_direct, s);
     }
   };
@@ -784,11 +866,16 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
     throw StripeUnsupported(std::string(label) + ": " + e.what());
   }
   if (impl) {  // a stripe: the unstriped layer's implementation, writing the layout asked for
-    while (std::string(k.pd.impl_info_str()) != impl)
-      if (!k.pd.next_impl()) throw StripeUnsupported(std::string(label) + " has no " + impl + " kernel for the stripe");
+    // oneDNN's own first choice for the stripe's shape, never one reached with next_impl(): oneDNN 2.6 can list an
+    // implementation there that crashes when its primitive is made (F(4x4,3x3) Winograd for a 16-row stripe, after
+    // F(2x2,3x3)); the plan then tries another stripe height.
+    if (std::string(k.pd.impl_info_str()) != impl)
+      throw StripeUnsupported(std::string(label) + " picks " + k.pd.impl_info_str() + ", not " + impl +
+                              ", for a stripe");
     if (dst_given && k.pd.dst_desc() != *dst_given)
       throw StripeUnsupported(std::string(label) + " writes another layout");
   }
+
   conv_kinds_.push_back(std::move(kind));
   return k;
 }
@@ -802,36 +889,29 @@ void OneDnnExecutor::realise(ConvKind& k, const model::Conv& c) {
     if (quantise) rattr.set_output_scales(0, {k.s_in});  // f32 -> u8
     k.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng_, k.src, eng_, k.pd.src_desc(), rattr));
   }
-  // Weights: shared with another kind of the same layer that wants the same layout (the stripes' shapes), else
-  // OIHW user memory -> the primitive's preferred layout, once, here.
-  for (const auto& o : conv_kinds_) {
-    if (o.get() != &k && o->prim && o->w && o->label == k.label && o->pd.weights_desc() == k.pd.weights_desc() &&
-        o->s_in == k.s_in) {
-      k.w = o->w;
-      k.b = o->b;
-      return;
-    }
-  }
-  const bool int8 = !k.ws.empty();
-  memory w_user(memory::desc({c.out_channels, c.in_channels, c.kernel, c.kernel}, dt::f32, tag::oihw), eng_,
-                const_cast<float*>(c.weight.data()));
-  k.w = memory(k.pd.weights_desc(), eng_);
-  dnnl::primitive_attr wattr;
-  if (int8) wattr.set_output_scales(1 << 0, k.ws);  // f32 -> s8 per output channel
-  dnnl::reorder(w_user, k.w, wattr).execute(stream_, w_user, k.w);
-  k.b = memory(k.pd.bias_desc(), eng_);
-  if (k.pd.bias_desc().data_type() != dt::f32) throw Error(ErrorKind::Internal, "oneDNN bias is not f32");
-  for (std::size_t o = 0; o < c.bias.size(); ++o)
-    static_cast<float*>(k.b.get_data_handle())[o] = int8 ? c.bias[o] * k.s_in * k.ws[o] : c.bias[o];
-  stream_.wait();
+  // Weights: OIHW user memory -> the primitive's preferred layout, once per layout among the backend's plans.
+  k.weights = weight_cache_->get(k.label, k.pd.weights_desc(), k.s_in, [&] {
+    const bool int8 = !k.ws.empty();
+    memory w_user(memory::desc({c.out_channels, c.in_channels, c.kernel, c.kernel}, dt::f32, tag::oihw), eng_,
+                  const_cast<float*>(c.weight.data()));
+    WeightCache::Entry e{memory(k.pd.weights_desc(), eng_), memory(k.pd.bias_desc(), eng_)};
+    dnnl::primitive_attr wattr;
+    if (int8) wattr.set_output_scales(1 << 0, k.ws);  // f32 -> s8 per output channel
+    dnnl::reorder(w_user, e.w, wattr).execute(stream_, w_user, e.w);
+    if (k.pd.bias_desc().data_type() != dt::f32) throw Error(ErrorKind::Internal, "oneDNN bias is not f32");
+    for (std::size_t o = 0; o < c.bias.size(); ++o)
+      static_cast<float*>(e.b.get_data_handle())[o] = int8 ? c.bias[o] * k.s_in * k.ws[o] : c.bias[o];
+    stream_.wait();
+    return e;
+  });
 }
 
 memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, const memory& src, int ww, bool relu,
                                 const ConvRows& rows, const memory* dst, bool output, const char* label,
-                                const char* impl) {
+                                const char* impl, dnnl::algorithm impl_alg) {
   const memory::desc dst_desc = dst ? dst->get_desc() : memory::desc();
-  ConvKind& k =
-      conv_kind(c, src.get_desc(), scale_of(src), ww, relu, rows, dst ? &dst_desc : nullptr, output, label, impl);
+  ConvKind& k = conv_kind(c, src.get_desc(), scale_of(src), ww, relu, rows, dst ? &dst_desc : nullptr, output, label,
+                          impl, impl_alg);
   realise(k, c);
   memory in = src;
   if (k.src_reorder) {
@@ -842,12 +922,14 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, co
     describe(std::string(label) + "_in", "reorder");
   }
   const memory out = dst && !k.reorder_out ? *dst : new_activation(k.pd.dst_desc());
-  Step s{
-      k.prim,
-      {{DNNL_ARG_SRC, in.get()}, {DNNL_ARG_WEIGHTS, k.w.get()}, {DNNL_ARG_BIAS, k.b.get()}, {DNNL_ARG_DST, out.get()}},
-      {in, k.w, k.b, out},
-      nullptr,
-      {}};
+  Step s{k.prim,
+         {{DNNL_ARG_SRC, in.get()},
+          {DNNL_ARG_WEIGHTS, k.weights->w.get()},
+          {DNNL_ARG_BIAS, k.weights->b.get()},
+          {DNNL_ARG_DST, out.get()}},
+         {in, k.weights->w, k.weights->b, out},
+         nullptr,
+         {}};
   if (const std::size_t sb = k.pd.scratchpad_desc().get_size(); sb > 0) {
     const memory scratch = temp_memory(memory::desc({static_cast<memory::dim>(sb)}, dt::u8, tag::x), true);
     s.args.push_back({DNNL_ARG_SCRATCHPAD, scratch.get()});
@@ -910,6 +992,25 @@ void OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const
       detail::conv1a_u8_rows(conv1a_, conv1a_row_, bound_input_, h_, w_, r0 + (r1 - r0) * t / n,
                              r0 + (r1 - r0) * (t + 1) / n, out, y0,
                              conv1a_scratch_.p + static_cast<std::size_t>(t) * per_thread);
+    }
+  };
+  seq.push_back(std::move(s));
+}
+
+void OneDnnExecutor::add_input_rows(std::vector<Step>& seq, const memory& m, std::shared_ptr<const int> first_row) {
+  Step s;
+  s.keep = {m};
+  s.fn = [this, m, first_row] {
+    auto* out = static_cast<float*>(m.get_data_handle());
+    const auto rows = static_cast<int>(m.get_desc().dims()[2]);
+    const std::size_t row = static_cast<std::size_t>(w_) * sizeof(float);
+    for (int i = 0; i < rows; ++i) {
+      const int y = *first_row - 1 + i;
+      float* o = out + static_cast<std::size_t>(i) * static_cast<std::size_t>(w_);
+      if (y < 0 || y >= h_)
+        std::memset(o, 0, row);
+      else
+        std::memcpy(o, bound_input_ + static_cast<std::size_t>(y) * static_cast<std::size_t>(w_), row);
     }
   };
   seq.push_back(std::move(s));
@@ -1043,8 +1144,9 @@ class OneDnnBackend final : public Backend {
   std::string precision() const override { return to_string(precision_); }
   int threads() const override { return threads_; }
   std::size_t workspace_bytes() const override { return workspace_->mapped_bytes(); }
+  std::size_t weights_bytes() const override { return weight_cache_->bytes(); }
   std::unique_ptr<Executor> plan(const PlanOptions& options) override {
-    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, precision_, eng_, workspace_,
+    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, precision_, eng_, workspace_, weight_cache_,
                                             precision_ == Precision::Int8 ? &act_max_ : nullptr);
   }
 
@@ -1069,8 +1171,8 @@ class OneDnnBackend final : public Backend {
                                                     std::to_string(p.height) + " has " +
                                                     std::to_string(p.pixels.size()) + " pixels");
       }
-      OneDnnExecutor ex(weights_, {p.height, p.width, 0}, threads_, Precision::Fp32, eng_, workspace_, nullptr,
-                        &act_max_);
+      OneDnnExecutor ex(weights_, {p.height, p.width, 0}, threads_, Precision::Fp32, eng_, workspace_, weight_cache_,
+                        nullptr, &act_max_);
       ex.run(p.pixels.data(), true);
     }
   }
@@ -1080,7 +1182,8 @@ class OneDnnBackend final : public Backend {
   Precision precision_;
   dnnl::engine eng_;
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();  // shared by every plan (workspace.hpp)
-  LayerMax act_max_;                                                      // int8 calibration (empty otherwise)
+  std::shared_ptr<WeightCache> weight_cache_ = std::make_shared<WeightCache>();
+  LayerMax act_max_;  // int8 calibration (empty otherwise)
 };
 
 }  // namespace

@@ -8,6 +8,12 @@ namespace superpoint_rt::backend::onednn {
 std::vector<Stripe> stripes_of(int height, int rows) {
   std::vector<Stripe> out;
   for (int y = 0; y < height; y += rows) out.push_back({y, std::min(height, y + rows)});
+  // A remainder of less than half a stripe joins the stripe before it: a stripe of a row pair is a shape oneDNN's
+  // Winograd kernels may not take (F(4x4,3x3) refuses one), and it would cost a fork of its own.
+  if (out.size() > 1 && 2 * (out.back().y1 - out.back().y0) < rows) {
+    out[out.size() - 2].y1 = out.back().y1;
+    out.pop_back();
+  }
   return out;
 }
 

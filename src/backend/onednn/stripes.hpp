@@ -35,7 +35,7 @@ struct Stripe {
 };
 
 /// The stripes of a frame `height` rows tall with `rows` rows each (rows > 0, a multiple of kStripeAlign); the last
-/// stripe takes what remains. One stripe when rows >= height.
+/// stripe takes what remains, between half a stripe and one and a half. One stripe when rows >= height.
 std::vector<Stripe> stripes_of(int height, int rows);
 
 /// PlanOptions::stripe_rows = -1 (the rule): the plan tries these rows per stripe, largest first, and takes the

@@ -6,8 +6,8 @@
 //
 // The interfaces map the kinds as follows: Python ValueError (InvalidArgument, DecodeError, UnsupportedFormat,
 // TooLarge), TypeError (TypeMismatch), FileNotFoundError (NotFound), RuntimeError (the rest); HTTP 422
-// (InvalidArgument, TypeMismatch), 400 (DecodeError), 413 (TooLarge), 415 (UnsupportedFormat); CLI exit code 2 for
-// bad arguments.
+// (InvalidArgument, TypeMismatch), 400 (DecodeError), 413 (TooLarge), 415 (UnsupportedFormat), 503 (Overloaded,
+// Closed); CLI exit code 2 for bad arguments.
 #pragma once
 
 #include <stdexcept>
@@ -25,6 +25,7 @@ enum class ErrorKind {
   Io,                 // file system or network failure
   Model,              // weights / config inconsistent with the network (names the tensor and shapes)
   Closed,             // the model was closed
+  Overloaded,         // the engine's memory budget (Options::memory_budget_mb) has no room for the request now
   Internal,           // a failure of a compute library (should not happen)
 };
 

@@ -52,8 +52,9 @@ struct ImageInput {
 /// What from_pretrained / warmup prepares so that the first real call of each variant is as fast as later calls
 /// (seed "warmup_variants"). Default: sizes 1920x1080, 1600x900, 1280x720, 640x480; nms radii 4 and 0; JPEG and
 /// PNG decoders; 4 list workers. The 640x480 network frame is always prepared at load; `network_sizes` adds other
-/// frames (e.g. {1024, 768} for hloc:superpoint_aachen on 4:3 photos): each has its own network plan, kept in a
-/// least-recently-used cache of 8 plans / 8 M frame pixels.
+/// frames (e.g. {1024, 768} for hloc:superpoint_aachen on 4:3 photos): each has its own network plan (its primitives
+/// and weights, ~12 MB in fp32; the activations live in one workspace all plans share), kept in a least-recently-used
+/// cache of 8 plans.
 struct WarmupSpec {
   std::vector<std::pair<int, int>> sizes{{1920, 1080}, {1600, 900}, {1280, 720}, {640, 480}};  // (width, height)
   std::vector<std::pair<int, int>> network_sizes{};  // network frames (width, height) to plan and run once
@@ -94,6 +95,11 @@ struct Options {
   std::vector<ImageInput> calibration;
   /// Decoder limit: images with more pixels are refused before their pixels are decoded.
   std::int64_t max_pixels = kDefaultMaxPixels;
+  /// Memory budget in MiB for the network plans, the pooled request buffers and the requests in flight together
+  /// (docs/LIMITS.md): a request is admitted from its image header, before its pixels are decoded, when its
+  /// estimate fits; otherwise it waits for requests in flight (up to 30 s), then fails with Error(Overloaded).
+  /// 0 = half this machine's memory (or of the container's limit).
+  std::int64_t memory_budget_mb = 0;
   /// Warm-up at load time.
   WarmupSpec warmup = WarmupSpec::defaults();
   /// Print loading and warm-up progress to stderr.
@@ -155,6 +161,10 @@ class SuperPoint {
   explicit SuperPoint(std::shared_ptr<Engine> e) : engine_(std::move(e)) {}
   std::shared_ptr<Engine> engine_;
 };
+
+/// The memory budget, in bytes, of an engine whose Options::memory_budget_mb is `memory_budget_mb`: that many MiB,
+/// or for 0 half this machine's physical memory (half the container's limit when that is smaller).
+std::int64_t memory_budget_bytes(std::int64_t memory_budget_mb);
 
 /// The library version, e.g. "0.1.0".
 const char* version() noexcept;

@@ -1,5 +1,7 @@
 #include "cli/args.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -215,6 +217,19 @@ void write_keypoint_plot(const std::string& path, const Image& image, const Feat
       }
   }
   write_png(path, rgb.view());
+}
+
+// WHY: a long-running server or extraction must keep a flat resident size. With glibc's defaults each worker or
+// connection thread may get its own malloc arena (up to 8 per core), and the dynamic mmap threshold moves every
+// request's large buffers (body, decoded image, planes, descriptors, response: a few MB) into those arenas after the
+// first free; each arena then keeps its own high-water mark. In a 10,000-request load run the server's RSS rose in
+// ~2.5 MB steps as new threads took requests (bench/load_server.sh, docs/SERVING.md); extracting a folder of 10
+// photos of 0.75 MP peaked at 379 MB instead of 334 MB (issue 19). A few arenas and a fixed 256 KiB mmap threshold
+// (large blocks go back to the kernel on free, for a few hundred page faults per request against a 100+ ms
+// forward) keep it flat. The environment (MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_) still wins when set.
+void bound_heap_growth() {
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 4);
+  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 }
 
 }  // namespace superpoint_rt::cli

@@ -58,4 +58,8 @@ Options default_cli_options();
 /// Draws keypoints (green discs with a dark rim) over the image and writes a PNG.
 void write_keypoint_plot(const std::string& path, const Image& image, const Features& f);
 
+/// glibc heap settings for long runs (serve, extract): at most 4 malloc arenas and a fixed 256 KiB mmap threshold
+/// unless MALLOC_ARENA_MAX / MALLOC_MMAP_THRESHOLD_ are set (args.cpp says why).
+void bound_heap_growth();
+
 }  // namespace superpoint_rt::cli

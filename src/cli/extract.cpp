@@ -74,6 +74,7 @@ class Progress {
 }  // namespace
 
 int extract_main(int argc, char** argv) {
+  bound_heap_growth();
   Options options = default_cli_options();
   Params params;
   batch::ListSpec list;

@@ -1,11 +1,17 @@
 // The request path (SPEC §2) behind every interface. Backend-agnostic: it talks to backend::Backend/Executor only.
 //
 // A request runs in three stages:
-//   prepare      (calling or worker thread): decode -> channel pick -> resize -> v / 255  into a pooled Context; a
+//   prepare      (calling or worker thread; prepare.cpp): the image's header -> its network frame -> admission
+//                under the memory budget -> decode -> channel pick -> resize -> v / 255 into a pooled Context. One
+//                function per kind of request: the fused JPEG decode + Pillow resize (hf JPEG bytes), the Pillow
+//                8-bit resize of decoded or caller pixels (hf), the float resizes of the hloc / LightGlue presets. A
 //                single request's JPEG decode may also use the calling thread's OpenMP team (host_parallel)
 //   network      (calling thread, under the network lock): forward -> scores -> a copy of the descriptor map
 //   postprocess  (calling thread, or a worker for lists): NMS -> top-k -> descriptors, without the lock
 // so that list requests prepare the next images and post-process the last one while the network runs.
+//
+// Memory: the plans (plan_cache.hpp), the pooled contexts (context.hpp) and the requests in flight share one
+// budget (memory_budget.hpp): a request is admitted before it allocates anything but its header.
 //
 // Thread-safety: every public method may be called concurrently. close() waits for calls in flight.
 #pragma once
@@ -18,13 +24,14 @@
 #include <shared_mutex>
 #include <span>
 #include <string>
-#include <tuple>
 #include <variant>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "engine/context.hpp"
+#include "engine/memory_budget.hpp"
+#include "engine/plan_cache.hpp"
 #include "image/decode_internal.hpp"
-#include "image/resize.hpp"
 #include "model/weights.hpp"
 #include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
@@ -33,7 +40,6 @@ namespace superpoint_rt {
 
 namespace engine {
 class ThreadPool;
-struct Context;
 }  // namespace engine
 
 class Engine {
@@ -48,49 +54,58 @@ class Engine {
   void close();
   bool closed() const noexcept { return closed_.load(); }
   const ModelInfo& info() const noexcept { return info_; }
+  const model::ModelConfig& config() const noexcept { return weights_config_; }
   /// The worker pool of list requests, grown to at least `workers` threads (one pool for the engine's life).
   engine::ThreadPool& worker_pool(int workers);
-  const model::ModelConfig& config() const noexcept { return weights_config_; }
+  /// The memory budget (its limit, and what it accounts for now and at most so far).
+  const engine::MemoryBudget& memory_budget() const noexcept { return *budget_; }
 
  private:
   struct Prepared;
-  std::unique_ptr<engine::Context> acquire_context();
-  void release_context(std::unique_ptr<engine::Context> ctx);
-  std::shared_ptr<const image::ResizePlan> resize_plan(int in_w, int in_h, int out_w, int out_h);
-  backend::Executor& executor_for(int width, int height);  // holds executor_mu_
-  // may_split: a single request (run()) may decode a JPEG on two threads (host_parallel).
-  Prepared prepare(const ImageInput& image, const ResolvedParams& params, bool may_split = false);
+  struct Source;
+  struct Decoded;
+  // --- prepare (prepare.cpp) ---
+  // Steps 1-4 of `src` admitted under `ticket` (admitted here, waiting, when empty). may_split: a single request
+  // (run()) may decode a JPEG on two threads (host_parallel).
+  Prepared prepare(Source src, const ResolvedParams& params, engine::MemoryBudget::Ticket ticket = {},
+                   bool may_split = false);
+  // Step 0: the encoded bytes of a path or a Bytes input (read, not decoded), or the caller's pixels.
+  Source source_of(const ImageInput& input) const;
+  // What the request will hold, from its header (memory_budget.hpp): its host buffers and its frame's workspace.
+  engine::MemoryBudget::Claim claim_of(const Source& src, const ResolvedParams& params) const;
+  // The fused JPEG decode + Pillow resize of one plane (hf JPEG bytes); false when it does not apply (the general
+  // path then decodes the file).
+  bool prepare_fused_jpeg(const Source& src, const ResolvedParams& rp, bool may_split, Prepared& p);
+  // Steps 1-2 of the other kinds: decode, the source planes the resize reads.
+  void prepare_decoded(const Source& src, const ResolvedParams& rp, Prepared& p, Decoded& d);
+  // Step 3 (and 4 for one plane) by interpolation: Pillow's 8-bit resize (hf), cv2 / kornia float resizes
+  // (hloc / LightGlue).
+  void resize_pillow(const Decoded& d, Prepared& p);
+  void resize_float(const ResolvedParams& rp, const Decoded& d, Prepared& p);
+  // Step 4 for three resized planes: HF's luma (grayscale) or kornia's (LightGlue).
+  void luma_input(const ResolvedParams& rp, Prepared& p);
   // A two-thread image::ParallelFor when the network is idle and no other request splits, else an empty one
   // (serial). `taken` = the caller must clear host_split_busy_ when its decode is done.
   image::ParallelFor host_parallel(bool& taken);
   std::vector<backend::CalibrationPlane> calibration_planes(const std::vector<ImageInput>& images);
+
+  // --- network and postprocess (engine.cpp) ---
   // finish = network (steps 5-6 and a copy of the descriptor map, under the network lock) + postprocess (7-12).
   void network(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output);
   Features postprocess(Prepared& prepared, const ResolvedParams& params);
   Features finish(Prepared& prepared, const ResolvedParams& params, bool reuse_network_output = false);
+  void release(Prepared& prepared);  // returns its context to the pool and its claim to the budget
   void log(const std::string& msg) const;
 
   Options options_;
   ModelInfo info_;
   model::ModelConfig weights_config_;
   std::unique_ptr<backend::Backend> backend_;
-  struct CachedExecutor {
-    std::unique_ptr<backend::Executor> executor;
-    std::uint64_t used = 0;
-  };
-  std::mutex executor_mu_;  // the network runs one request at a time; guards executors_
-  std::map<std::pair<int, int>, CachedExecutor> executors_;  // per network frame (width, height)
-  std::uint64_t executor_clock_ = 0;
-
-  std::mutex contexts_mu_;
-  std::vector<std::unique_ptr<engine::Context>> contexts_;
-
-  std::mutex plans_mu_;
-  using PlanKey = std::tuple<int, int, int, int>;  // in_w, in_h, out_w, out_h
-  std::map<PlanKey, std::shared_ptr<const image::ResizePlan>> plans_;
-  std::uint64_t plan_clock_ = 0;
-  std::map<PlanKey, std::uint64_t> plan_used_;  // same keys as plans_
-  std::size_t plan_bytes_ = 0;                  // sum of the cached plans' ResizePlan::bytes
+  std::unique_ptr<engine::NetworkPlans> networks_;
+  engine::ResizePlans resize_plans_;
+  engine::ContextPool contexts_;
+  std::unique_ptr<engine::MemoryBudget> budget_;
+  std::mutex network_mu_;  // the network runs one request at a time
 
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;

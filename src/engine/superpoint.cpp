@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "engine/engine.hpp"
+#include "engine/memory_budget.hpp"
 #include "image/decode_cv2.hpp"
 #include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
@@ -41,6 +42,11 @@ std::string ImageInput::describe() const {
   const Image* im = std::get<const Image*>(source);
   if (!im) return "<null image>";
   return "<image " + std::to_string(im->width) + "x" + std::to_string(im->height) + ">";
+}
+
+std::int64_t memory_budget_bytes(std::int64_t memory_budget_mb) {
+  return memory_budget_mb > 0 ? memory_budget_mb << 20
+                              : static_cast<std::int64_t>(engine::default_memory_budget_bytes());
 }
 
 SuperPoint SuperPoint::from_pretrained(const Options& options) {

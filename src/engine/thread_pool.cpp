@@ -62,7 +62,7 @@ void ThreadPool::loop() {
   }
 }
 
-void ThreadPool::set_submit_hook(std::function<void()> hook) {
+void ThreadPool::set_submit_hook(std::function<void(std::function<void()>&)> hook) {
   std::lock_guard<std::mutex> lock(mu_);
   submit_hook_ = std::move(hook);
 }

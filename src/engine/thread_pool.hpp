@@ -40,23 +40,22 @@ class ThreadPool {
   template <class F>
   auto submit(F&& f) -> std::future<decltype(f())> {
     using R = decltype(f());
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (submit_hook_) submit_hook_();
-    }
     auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(f));
     std::future<R> fut = task->get_future();
+    std::function<void()> job = [task] { (*task)(); };
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.emplace([task] { (*task)(); });
+      if (submit_hook_) submit_hook_(job);
+      queue_.push(std::move(job));
     }
     cv_.notify_one();
     return fut;
   }
 
-  /// Tests only: `hook` runs at the start of every submit() (under the pool's lock: it must not call the pool), and
-  /// an exception it throws leaves submit() as a failed allocation would. Empty = none.
-  void set_submit_hook(std::function<void()> hook);
+  /// Tests only: `hook` sees every job submit() is about to queue (under the pool's lock: it must not call the pool).
+  /// It may wrap the job (e.g. hold it back), and an exception it throws leaves submit() without queueing anything,
+  /// as a failed allocation would. Empty = none.
+  void set_submit_hook(std::function<void(std::function<void()>& job)> hook);
 
  private:
   void loop();
@@ -66,7 +65,7 @@ class ThreadPool {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::function<void()> submit_hook_;  // guarded by mu_
+  std::function<void(std::function<void()>&)> submit_hook_;  // guarded by mu_
 };
 
 }  // namespace superpoint_rt::engine

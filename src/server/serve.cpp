@@ -1,5 +1,4 @@
 // superpoint-rt serve: the HTTP server's command line, start-up and graceful shutdown (docs/SERVING.md).
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -19,18 +18,6 @@
 namespace superpoint_rt::cli {
 
 namespace {
-
-// WHY: a long-running server must keep a flat resident size. With glibc's defaults each of the ~80 connection
-// threads may get its own malloc arena (up to 8 per core), and the dynamic mmap threshold moves every request's
-// large buffers (body, decoded image, descriptors, response: a few MB) into those arenas after the first free; each
-// arena then keeps its own high-water mark. In a 10,000-request load run the RSS rose in ~2.5 MB steps as new
-// threads took requests (bench/load_server.sh, docs/SERVING.md). A few arenas and a fixed 256 KiB mmap threshold
-// (large blocks go back to the kernel on free, for a few hundred page faults per request against a 100+ ms
-// forward) keep it flat. The environment (MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_) still wins when set.
-void bound_heap_growth() {
-  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 4);
-  if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-}
 
 // The usage text; its limits section is describe_limits() of the defaults, as GET /v1/info and docs/SERVING.md show.
 std::string usage() {
@@ -100,6 +87,8 @@ int serve_main(int argc, char** argv) {
       cfg.connections = args.int_value(a, 1, 100000, "1..100000");
     else if (a == "--timeout-s")
       cfg.timeout_s = positive_number(args, a);
+    else if (a == "--memory-budget-mb")
+      cfg.memory_budget_mb = args.int_value(a, 0, 1 << 30, "0..1073741824, 0 = half this machine's memory");
     else if (a == "--max-body-mb")
       cfg.max_body_bytes = static_cast<std::int64_t>(positive_number(args, a) * 1024 * 1024);
     else if (a == "--warmup")
@@ -108,6 +97,7 @@ int serve_main(int argc, char** argv) {
       throw UsageError("serve: unknown option " + a + "\n" + usage());
   }
   cfg.max_pixels = options.max_pixels;
+  options.memory_budget_mb = cfg.memory_budget_mb;
 
   // SIGINT / SIGTERM are taken by sigwait() below: block them before any thread exists so that every thread
   // inherits the mask. A client that closes its socket must not kill the process (SIGPIPE).

@@ -44,7 +44,8 @@ int status_of(ErrorKind k) {
     case ErrorKind::DecodeError:
     case ErrorKind::UnsupportedFormat: return 400;
     case ErrorKind::TooLarge: return 413;
-    case ErrorKind::Closed: return 503;
+    case ErrorKind::Closed:
+    case ErrorKind::Overloaded: return 503;
     case ErrorKind::NotFound:
     case ErrorKind::Io: return 400;
     case ErrorKind::Model:
@@ -691,6 +692,10 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        "a decoder's working memory for an image of up to 1 MiB; needing more gets 413"},
       {"decode_work_bytes_per_input_byte", kDecodeWorkBytesPerInputByte, "",
        std::to_string(kDecodeWorkBytesPerInputByte), "more working memory allowed per input byte past the first MiB"},
+      {"memory_budget_bytes", memory_budget_bytes(c.memory_budget_mb), "--memory-budget-mb",
+       std::to_string(c.memory_budget_mb),
+       "MiB for network plans, pooled buffers and images in flight (0 = half the machine's memory); a request "
+       "that does not fit waits up to 30 s, then gets 503"},
       {"workers", c.workers, "--workers", std::to_string(c.workers), "image requests processed at once"},
       {"queue", c.queue, "--queue", std::to_string(c.queue),
        "requests that may wait for a worker; more get 503 + Retry-After"},

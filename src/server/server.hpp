@@ -44,6 +44,8 @@ struct ServerConfig {
   std::int64_t max_pixels = kDefaultMaxPixels;       // width * height over this is refused (413) before decoding
   int max_batch_parts = 64;                          // images in one /v1/keypoints/batch request; more: 413 before
                                                      // any of them is looked at
+  std::int64_t memory_budget_mb = 0;                 // the model's Options::memory_budget_mb (0: half the machine's
+                                                     // memory); a request that does not fit waits, then gets 503
   int connections = 0;                               // HTTP connection threads; 0 = workers + queue + 16
   int idle_timeout_s = 5;                            // a keep-alive connection idle this long is closed
   int read_timeout_s = 5;                            // a client that sends nothing for this long mid-request is

@@ -13,6 +13,7 @@ const char* to_string(ErrorKind kind) noexcept {
     case ErrorKind::Io: return "io_error";
     case ErrorKind::Model: return "model_error";
     case ErrorKind::Closed: return "closed";
+    case ErrorKind::Overloaded: return "overloaded";
     case ErrorKind::Internal: return "internal_error";
   }
   return "internal_error";

@@ -1,0 +1,95 @@
+// ResizePlans and NetworkPlans: see plan_cache.hpp.
+#include "engine/plan_cache.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace superpoint_rt::engine {
+
+std::shared_ptr<const image::ResizePlan> ResizePlans::get(int in_w, int in_h, int out_w, int out_h) {
+  const Key key{in_w, in_h, out_w, out_h};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = plans_.find(key); it != plans_.end()) {
+      it->second.used = ++clock_;
+      return it->second.plan;
+    }
+  }
+  // Built outside the lock (a large plan takes a while). A size the plan refuses (kMaxResizePlanBytes: extreme
+  // aspect ratios) throws here and leaves nothing behind in the cache.
+  auto plan = std::make_shared<const image::ResizePlan>(in_w, in_h, out_w, out_h);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = plans_.find(key); it != plans_.end()) {  // another thread built it meanwhile
+    it->second.used = ++clock_;
+    return it->second.plan;
+  }
+  if (plan->bytes > kMaxBytes) return plan;
+  while (!plans_.empty() && (plans_.size() >= kMaxPlans || bytes_ + plan->bytes > kMaxBytes)) {
+    const auto victim = std::min_element(plans_.begin(), plans_.end(),
+                                         [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    bytes_ -= victim->second.plan->bytes;
+    plans_.erase(victim);
+  }
+  plans_[key] = {plan, ++clock_};
+  bytes_ += plan->bytes;
+  return plan;
+}
+
+void ResizePlans::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  plans_.clear();
+  bytes_ = 0;
+}
+
+std::shared_ptr<backend::Executor> NetworkPlans::get(int width, int height) {
+  const auto key = std::make_pair(width, height);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = plans_.find(key); it != plans_.end()) {
+      it->second.used = ++clock_;
+      return it->second.executor;
+    }
+  }
+  // Planning (oneDNN's primitives and weight layouts, ~0.1-0.3 s) runs outside the lock: other frames are served
+  // meanwhile, and the network keeps running. The workspace is not touched until the plan runs.
+  std::shared_ptr<backend::Executor> ex = backend_.plan({height, width});
+  std::vector<std::shared_ptr<backend::Executor>> evicted;  // let go after the lock (a destructor may wait for a run)
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = plans_.find(key); it != plans_.end()) {  // planned meanwhile by another request: use that one
+    it->second.used = ++clock_;
+    return it->second.executor;
+  }
+  while (plans_.size() >= kMaxPlans) {
+    const auto victim = std::min_element(plans_.begin(), plans_.end(),
+                                         [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+    evicted.push_back(std::move(victim->second.executor));  // holders keep it; the workspace shrinks after the last
+    plans_.erase(victim);
+  }
+  plans_[key] = {ex, ++clock_};
+  return ex;
+}
+
+std::size_t NetworkPlans::resident_bytes() const {
+  std::size_t total = backend_.workspace_bytes() + backend_.weights_bytes();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, e] : plans_) total += e.executor->plan_bytes();
+  return total;
+}
+
+std::size_t NetworkPlans::workspace_claim(int width, int height) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (const auto it = plans_.find({width, height}); it != plans_.end()) return it->second.executor->workspace_bytes();
+  double per_pixel = 0;
+  for (const auto& [key, e] : plans_)
+    per_pixel =
+        std::max(per_pixel, static_cast<double>(e.executor->workspace_bytes()) / (double(key.first) * key.second));
+  return static_cast<std::size_t>(per_pixel * width * height);
+}
+
+void NetworkPlans::clear() {
+  std::map<std::pair<int, int>, Entry> drop;
+  std::lock_guard<std::mutex> lock(mu_);
+  drop.swap(plans_);
+}
+
+}  // namespace superpoint_rt::engine

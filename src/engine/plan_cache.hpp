@@ -1,0 +1,81 @@
+// The engine's plans, cached by size (one file for both kinds, and for the memory they hold):
+//   ResizePlans   Pillow resize plans per (source size, network frame): coefficient tables, O(in_w + in_h)
+//   NetworkPlans  one backend executor per network frame. A plan holds its primitives; its weights (~12 MB fp32)
+//                 are shared by the plans that want the same layout, and its activations live in the backend's one
+//                 workspace, which every plan shares and which is as
+//                 large as the largest plan that has run and is still cached (backend/workspace.hpp). So a folder
+//                 of photos of 10 different sizes costs 10 small plans and one workspace, not 10 workspaces.
+// Both are bounded least-recently-used caches; docs/LIMITS.md lists the bounds.
+//
+// Thread-safety: both are thread-safe. A plan handed out stays valid while its holder keeps it (shared_ptr), even
+// when the cache evicts it meanwhile.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "backend/backend.hpp"
+#include "image/resize.hpp"
+
+namespace superpoint_rt::engine {
+
+class ResizePlans {
+ public:
+  static constexpr std::size_t kMaxPlans = 32;
+  static constexpr std::size_t kMaxBytes = std::size_t{64} << 20;
+
+  /// The plan for in_w x in_h -> out_w x out_h, built when missing (outside the lock: a large plan takes a while).
+  /// A plan over kMaxBytes alone is used without being cached. Throws TooLarge as image::ResizePlan does (extreme
+  /// aspect ratios), leaving nothing behind.
+  std::shared_ptr<const image::ResizePlan> get(int in_w, int in_h, int out_w, int out_h);
+  void clear();
+
+ private:
+  using Key = std::tuple<int, int, int, int>;  // in_w, in_h, out_w, out_h
+  struct Entry {
+    std::shared_ptr<const image::ResizePlan> plan;
+    std::uint64_t used = 0;
+  };
+  std::mutex mu_;
+  std::map<Key, Entry> plans_;
+  std::uint64_t clock_ = 0;
+  std::size_t bytes_ = 0;  // sum of the cached plans' ResizePlan::bytes
+};
+
+class NetworkPlans {
+ public:
+  /// At most this many network plans stay cached (the one asked for is always kept).
+  static constexpr std::size_t kMaxPlans = 8;
+
+  explicit NetworkPlans(backend::Backend& backend) : backend_(backend) {}
+
+  /// The executor for the frame (width x height), planned when missing (outside the lock; concurrent requests for
+  /// another frame are not held up). Evicts the least recently used plans beyond kMaxPlans.
+  std::shared_ptr<backend::Executor> get(int width, int height);
+  /// Bytes the network holds now: the backend's workspace and weights plus every cached plan's own bytes.
+  std::size_t resident_bytes() const;
+  /// The workspace a request of this frame claims (memory_budget.hpp): the cached plan's workspace_bytes(), else
+  /// the frame's pixels times the most any cached plan needs per frame pixel (plans differ by precision, ISA and
+  /// thread count, which are the backend's and the same for all: only the size changes; smaller frames need a little
+  /// more per pixel, larger ones a little less).
+  std::size_t workspace_claim(int width, int height) const;
+  /// Drops every cached plan (holders keep theirs).
+  void clear();
+
+ private:
+  struct Entry {
+    std::shared_ptr<backend::Executor> executor;
+    std::uint64_t used = 0;
+  };
+  backend::Backend& backend_;
+  mutable std::mutex mu_;
+  std::map<std::pair<int, int>, Entry> plans_;  // by (width, height)
+  std::uint64_t clock_ = 0;
+};
+
+}  // namespace superpoint_rt::engine

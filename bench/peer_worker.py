@@ -14,7 +14,8 @@
 Both run encoder + both heads (with the score softmax and the descriptor L2 norm) on the plane's float32 values
 (height * width little-endian floats, v / 255.0f), batch 1.
 
-Protocol (the same as `superpoint-rt bench --worker`): after setup prints {"ready": true, "peak_rss_mb": x}, or
+Protocol (the same as `superpoint-rt bench --worker`): after setup prints {"ready": true, "peak_rss_mb": x,
+"base_rss_mb": x (before the session / module was made)}, or
 {"ready": false, "why": "..."} when this peer cannot run here (e.g. torch is not installed); then answers each
 stdin line "forward ITERS" with {"ms": [...], "cpu_ms": x, "peak_rss_mb": x}. Ends at EOF.
 """
@@ -94,13 +95,17 @@ def main(argv=None):
         sys.exit(f"peer_worker.py: {a.plane} holds {plane.size} floats, expected {a.height} * {a.width}")
     plane = np.ascontiguousarray(plane.reshape(a.height, a.width).astype(np.float32))
     try:
+        # The process before anything of the frame's size (its framework imported; the session / module, which hold
+        # the weights and the activations, not yet made): `superpoint-rt bench` reports (peak - this) per frame pixel.
+        __import__("onnxruntime" if a.peer == "ort" else "torch")
+        base_rss_mb = peak_rss_mb()
         run, version = (ort_runner if a.peer == "ort" else torch_runner)(a, plane)
     except ImportError as e:
         say({"ready": False, "why": f"{e} (bash bench/setup-peers.sh{' --with-torch' if a.peer == 'torch' else ''})"})
         return 0
     for _ in range(a.warmup):
         run()
-    say({"ready": True, "peak_rss_mb": peak_rss_mb(), "version": version})
+    say({"ready": True, "peak_rss_mb": peak_rss_mb(), "base_rss_mb": base_rss_mb, "version": version})
     for line in sys.stdin:
         parts = line.split()
         if len(parts) != 2 or parts[0] != "forward" or not parts[1].isdigit() or int(parts[1]) < 1:

@@ -98,7 +98,9 @@ constexpr const char* kUsage =
     "a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward, and each process's peak RSS.\n"
     "Then the network frames: each row's forward at each of --frames, the ratio to ONNX Runtime's at the same\n"
     "frame, and the cost per pixel against 640x480, (p50 / p50 at 640x480) / (pixels / 640x480 pixels); and the\n"
-    "request with preset hloc:superpoint_aachen on the JPEG. Then the throughput of the list API, a batch extraction\n"
+    "request with preset hloc:superpoint_aachen on the JPEG. Then each frame's memory: the forward process's peak\n"
+    "RSS and bytes per frame pixel (ours and ONNX Runtime's), and for our rows the time to plan a new frame size. Then "
+    "the throughput of the list API, a batch extraction\n"
     "and the HTTP server on copies of the JPEG, and of a batch extraction of a folder, against the network-only rate.\n"
     "Above them: the CPU's units and the fastest precision.\n"
     "  --frames F,...     network frames WxH of the forward rows (640x480 is always measured)\n"
@@ -156,6 +158,8 @@ class Measurement {
  public:
   virtual ~Measurement() = default;
   virtual json measure(const std::string& kind, int iters) = 0;
+  /// More fields of the worker's "ready" line.
+  virtual json ready_info() const { return json::object(); }
 };
 
 class ForwardWorker final : public Measurement {
@@ -163,12 +167,16 @@ class ForwardWorker final : public Measurement {
   explicit ForwardWorker(const WorkerArgs& a) {
     const auto plane = read_bytes(a.plane_u8, std::size_t(a.frame.w) * std::size_t(a.frame.h), "plane");
     backend_ = backend::create_backend("cpu", model::load_weights_dir(a.weights_dir), {a.threads, a.precision});
+    base_rss_mb_ = peak_rss_mb();  // the process with its weights, before anything of the frame's size
+    frame_ = a.frame;
     exec_ = backend_->plan({a.frame.h, a.frame.w});
     input_.resize(plane.size());
     for (std::size_t i = 0; i < plane.size(); ++i) input_[i] = static_cast<float>(plane[i]) / 255.0f;  // v / 255.0f
     for (int i = 0; i < a.warmup; ++i) exec_->run(input_.data(), true);
   }
+  json ready_info() const override { return {{"base_rss_mb", base_rss_mb_}}; }
   json measure(const std::string& kind, int iters) override {
+    if (kind == "plan") return plan_new_frames(iters);
     if (kind != "forward") throw Error(ErrorKind::InvalidArgument, "forward worker: unknown kind '" + kind + "'");
     std::vector<double> ms;
     const double cpu0 = process_cpu_ms();
@@ -181,9 +189,33 @@ class ForwardWorker final : public Measurement {
   }
 
  private:
+  // Switching to a frame size not seen before: plan() (oneDNN's primitives, made and JIT-compiled for the size; the
+  // weights layouts are shared with the plans that exist), then its first run (the workspace already fits: the
+  // frames are a little smaller than this worker's), against a steady forward. The sizes are this frame's width
+  // minus 8, 16, ... pixels, new on every call, so nothing comes from a cache of this process.
+  json plan_new_frames(int iters) {
+    std::vector<double> plan_ms, first_ms;
+    for (int i = 0; i < iters; ++i) {
+      const int w = std::max(16, frame_.w - 8 * ++plans_made_);
+      auto t0 = Clock::now();
+      auto ex = backend_->plan({frame_.h, w});
+      plan_ms.push_back(ms_since(t0));
+      std::vector<float> in(std::size_t(w) * std::size_t(frame_.h));
+      for (int y = 0; y < frame_.h; ++y)
+        std::copy_n(input_.data() + std::size_t(y) * std::size_t(frame_.w), w, in.data() + std::size_t(y) * w);
+      t0 = Clock::now();
+      ex->run(in.data(), true);
+      first_ms.push_back(ms_since(t0));
+    }
+    return {{"ms", plan_ms}, {"first_run_ms", first_ms}};
+  }
+
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<backend::Executor> exec_;
   std::vector<float> input_;
+  Frame frame_;
+  double base_rss_mb_ = 0;
+  int plans_made_ = 0;
 };
 
 // The model options of the request and throughput workers: the resolved local weights, the row's threads and
@@ -399,7 +431,9 @@ int worker_main(ArgReader& args, const std::string& mode) {
     m = std::make_unique<ThroughputWorker>(a);
   else
     throw UsageError("bench --worker: forward, request or throughput, not " + mode);
-  std::cout << json{{"ready", true}, {"peak_rss_mb", peak_rss_mb()}}.dump() << std::endl;
+  json ready{{"ready", true}, {"peak_rss_mb", peak_rss_mb()}};
+  ready.update(m->ready_info());
+  std::cout << ready.dump() << std::endl;
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);
@@ -488,10 +522,11 @@ struct Row {
   int threads = 1;
   std::vector<std::pair<Frame, std::unique_ptr<Child>>> forwards;  // one process per frame, 640x480 first
   std::unique_ptr<Child> request;
-  std::unique_ptr<Child> throughput;      // null with --no-throughput
-  std::map<std::string, Series> series;   // kind -> times
-  std::map<std::string, double> rss;      // kind of the forward ("forward", "forward_WxH") or "request" -> MB
-  std::array<int, 2> hloc_network{0, 0};  // (h, w) of the hloc request's network frame
+  std::unique_ptr<Child> throughput;       // null with --no-throughput
+  std::map<std::string, Series> series;    // kind -> times
+  std::map<std::string, double> rss;       // kind of the forward ("forward", "forward_WxH") or "request" -> MB
+  std::map<std::string, double> base_rss;  // kind of the forward -> MB before anything of the frame's size
+  std::array<int, 2> hloc_network{0, 0};   // (h, w) of the hloc request's network frame
   std::string plan;
   double rss_of(const std::string& kind) const {
     const auto it = rss.find(kind);
@@ -769,6 +804,9 @@ int driver_main(ArgReader& args) {
     if (it->throughput) children.push_back(it->throughput.get());
     for (Child* c : children) {
       const json r = c->read();
+      for (const auto& [fr, fc] : it->forwards)
+        if (fc.get() == c && r.is_object() && r.contains("base_rss_mb"))
+          it->base_rss[fr.kind()] = r.at("base_rss_mb").get<double>();
       if ((r.is_null() || !r.value("ready", false)) && ok) {  // one note per row (every process says the same)
         ok = false;
         const std::string why = r.is_null() ? "the process ended (message above)" : r.value("why", r.dump());
@@ -800,6 +838,8 @@ int driver_main(ArgReader& args) {
             for (double v : j.at("nonnet_ms")) s.nonnet_ms.push_back(v);
           if (j.contains("forward"))
             for (double v : j.at("forward")) s.net_ms.push_back(v);
+          if (j.contains("first_run_ms"))  // a plan's first forward
+            for (double v : j.at("first_run_ms")) s.net_ms.push_back(v);
           s.cpu_ms += j.value("cpu_ms", 0.0);
           double& rss = r->rss[rss_key];
           rss = std::max(rss, j.value("peak_rss_mb", 0.0));
@@ -807,7 +847,10 @@ int driver_main(ArgReader& args) {
             r->plan = j.at("plan").get<std::string>();
           if (kind == "hloc_jpeg" && j.contains("network_size")) r->hloc_network = j.at("network_size");
         };
-        for (auto& [fr, c] : r->forwards) take(*c, "forward", fr.kind(), fr.kind());
+        for (auto& [fr, c] : r->forwards) {
+          take(*c, "forward", fr.kind(), fr.kind());
+          if (r->ours) take(*c, "plan", "plan_" + fr.name(), fr.kind(), 1);  // one new frame size per round
+        }
         if (r->request)
           for (const auto& k : request_kinds) take(*r->request, k, k, "request");
         if (r->throughput) {
@@ -987,6 +1030,58 @@ int driver_main(ArgReader& args) {
             rj["hloc_request"] = {
                 {"p50", hloc}, {"forward_p50", hloc_net_p50}, {"cost_per_pixel_vs_640x480", hloc_cost}};
         }
+    }
+  }
+  // Memory and plan switching per frame: each forward process's peak RSS, the part of it that the frame costs per
+  // frame pixel ((peak - the process before anything of the frame's size) / pixels), and for our rows the time to
+  // plan a frame size not seen before (plan(), then its first run).
+  out << "\nnetwork frames, memory: peak RSS MB of the forward process; B/px = (peak RSS - RSS before the frame's "
+         "plan\n"
+         "or session) / frame pixels; plan = ms to plan a new frame size (p50; ours), first = its first forward "
+         "(p50)\n\n";
+  {
+    char buf[256];
+    std::string m1 = std::string(26, ' '), m2;
+    std::snprintf(buf, sizeof buf, "%-7s %-18s", "threads", "row");
+    m2 = buf;
+    for (const Frame& fr : frames) {
+      std::snprintf(buf, sizeof buf, " | %-29s", ("memory " + fr.name()).c_str());
+      m1 += buf;
+      std::snprintf(buf, sizeof buf, " | %6s %5s %7s %7s", "MB", "B/px", "plan", "first");
+      m2 += buf;
+    }
+    out << m1 << "\n" << m2 << "\n" << std::string(m2.size(), '-') << "\n";
+    for (const int t : threads) {
+      for (const auto& r : rows) {
+        if (r.threads != t) continue;
+        std::snprintf(buf, sizeof buf, "%7d %-18s", t, r.label.c_str());
+        std::string line = buf;
+        for (const Frame& fr : frames) {
+          const double peak = r.rss_of(fr.kind());
+          const auto b = r.base_rss.find(fr.kind());
+          const double per_px =
+              b == r.base_rss.end() ? std::nan("") : (peak - b->second) * 1024.0 * 1024.0 / fr.pixels();
+          double plan = std::nan(""), first = std::nan("");
+          if (const auto it = r.series.find("plan_" + fr.name()); it != r.series.end()) {
+            plan = percentile(it->second.ms, 50);
+            first = percentile(it->second.net_ms, 50);
+          }
+          std::snprintf(buf, sizeof buf, " | %s %s %s %s", fmt(peak, 6, 0).c_str(), fmt(per_px, 5, 0).c_str(),
+                        fmt(plan, 7).c_str(), fmt(first, 7).c_str());
+          line += buf;
+          for (auto& rj : rows_json)
+            if (rj.at("row") == r.label && rj.at("threads") == t) {
+              json& fj = rj["frames"][fr.name()];
+              fj["peak_rss_mb"] = peak;
+              if (!std::isnan(per_px)) fj["bytes_per_frame_pixel"] = per_px;
+              if (!std::isnan(plan)) {
+                fj["plan_ms"] = plan;
+                fj["first_run_ms"] = first;
+              }
+            }
+        }
+        out << line << "\n";
+      }
     }
   }
   for (const auto& n : notes) out << "note: " << n << "\n";

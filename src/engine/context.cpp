@@ -32,10 +32,11 @@ void for_each_source_buffer(Context& c, F&& visit) {
   visit(fr.ytab);
 }
 
-// Calls f(bytes, release) for every buffer of the context; release() gives the buffer's memory back.
+// Calls f(bytes, grown, release) for every buffer of the context: its capacity in bytes, whether it holds more than
+// its last use (an earlier, larger request grew it), and a function that gives its memory back.
 template <class F>
 void for_each_buffer(Context& c, F&& f) {
-  auto visit = [&f](auto& v) { f(v.capacity() * sizeof(v[0]), [&v] { give_back(v); }); };
+  auto visit = [&f](auto& v) { f(v.capacity() * sizeof(v[0]), v.capacity() > v.size(), [&v] { give_back(v); }); };
   for_each_source_buffer(c, visit);
   visit(c.input);
   visit(c.cell_mark);
@@ -50,14 +51,18 @@ void for_each_buffer(Context& c, F&& f) {
 
 std::size_t Context::bytes() {
   std::size_t total = 0;
-  for_each_buffer(*this, [&](std::size_t b, auto&&) { total += b; });
+  for_each_buffer(*this, [&](std::size_t b, bool, auto&&) { total += b; });
   return total;
 }
 
 void Context::trim(std::size_t keep) {
   std::vector<std::pair<std::size_t, std::function<void()>>> buffers;
   std::size_t total = 0;
-  for_each_buffer(*this, [&](std::size_t b, auto&& release) {
+  for_each_buffer(*this, [&](std::size_t b, bool grown, auto&& release) {
+    if (grown) {  // sized for an earlier, larger request: what it keeps follows the last one
+      release();
+      return;
+    }
     total += b;
     if (b > 0) buffers.emplace_back(b, release);
   });

@@ -50,7 +50,9 @@ struct Context {
 
   /// Bytes its buffers hold (capacities).
   std::size_t bytes();
-  /// Gives back the largest buffers until at most `keep` bytes remain.
+  /// Gives back the buffers an earlier, larger request grew (more capacity than their last use), then the largest
+  /// until at most `keep` bytes remain: what a warm context keeps is what the last request needed, not the most any
+  /// request ever needed (a server's resident size would otherwise follow its history).
   void trim(std::size_t keep);
   /// The network input is ready: a context that is not warm gives back its decode and resize buffers.
   void input_ready();

@@ -52,6 +52,22 @@ void apply_isa_cap_once() {
   });
 }
 
+// oneDNN's primitive cache (1024 primitives by default) would keep the JIT code of every frame size ever planned: our
+// plans own their primitives, so the cache only grows the process with the number of sizes (issue 19: a server
+// whose requests change frame measured ~30 MB more after 6 x 15 s of random frames, still rising, 0 with no cache).
+// Off unless ONEDNN_PRIMITIVE_CACHE_CAPACITY says otherwise; a frame planned again is then JIT-compiled again
+// (`superpoint-rt bench` reports that time: plan ms).
+void primitive_cache_off_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")) return;
+    try {
+      dnnl::set_primitive_cache_capacity(0);
+    } catch (const dnnl::error&) {
+    }
+  });
+}
+
 bool isa_has_avx512_core() {
   const auto isa = dnnl::get_effective_cpu_isa();
   using I = dnnl::cpu_isa;
@@ -1132,6 +1148,7 @@ class OneDnnBackend final : public Backend {
                   "threads = " + std::to_string(o.threads) + " is out of range (0 = all cores, or >= 1)");
     }
     apply_isa_cap_once();
+    primitive_cache_off_once();
     try {
       eng_ = dnnl::engine(dnnl::engine::kind::cpu, 0);
     } catch (const dnnl::error& e) {

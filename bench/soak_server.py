@@ -14,12 +14,20 @@ It starts its own server (--port 0) and sends, from --concurrency client threads
   slow         a valid image whose body trickles in over ~2 s                                          200
   vanish_body  headers and half the body, then the client closes                                     (none)
   vanish_resp  a full request, then the client reads a few bytes of the answer and closes             (none)
-Every answered request must get one of the statuses listed for its kind; 503 (queue full) and 504 (--timeout-s)
-are documented for every image request and counted separately. At the end the process must be alive, /healthz
-200, nothing counted in flight, and the resident size (VmRSS from /proc/PID/status, sampled with no request in
-flight) at the end within --rss-tolerance (5 %) of the one after warm-up (the first 20 % of the run, 10 s to 300 s).
+With --mixed-frames (issue 19 §5) every valid request has another network frame and another image size: a random
+preset (hf, hloc:superpoint_aachen / _inloc / _max, lightglue) with a random `resize` WxH, `resize_max` (and
+`resize_force`) or none, on a generated PNG of random size (sides 16 .. --max-side): each request may plan a network
+frame the server has not seen, so plans, the shared workspace and the pooled buffers churn all the time.
+Every answered request must get one of the statuses listed for its kind; 503 (queue full, memory budget) and 504
+(--timeout-s) are documented for every image request and counted separately. At the end the process must be
+alive, /healthz 200, nothing counted in flight, and the resident size (VmRSS from /proc/PID/status, sampled with no
+request in flight) at the end within --rss-tolerance (5 %) of the one after warm-up (the first 20 % of the run,
+10 s to 300 s). With --mixed-frames both samples are taken after the same fixed sequence of frames (the plan cache
+and the workspace then hold the same plans: what they hold is "sized by the plans in use", not a leak), and every
+sample of the run must stay under the server's memory budget (--memory-budget-mb) plus its resident size at start.
 
   bench/soak_server.py --cli build/src/cli/superpoint-rt --duration 1800 --concurrency 4   # the full soak
+  bench/soak_server.py --cli build/src/cli/superpoint-rt --duration 600 --mixed-frames     # issue 19's soak
   bench/soak_server.py --cli build/src/cli/superpoint-rt --duration 60                     # CI (tests/server)
 Exit status 0 when every check holds; the summary (JSON with --json FILE) gives requests by kind and status.
 """
@@ -43,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Documented statuses per kind (docs/SERVING.md "Errors"); OVERLOAD is allowed for every image request.
 EXPECTED = {
-    "valid": {200}, "batch": {200}, "huge": {413}, "header_only": {400}, "garbage": {400, 415}, "aspect": {200},
+    "valid": {200}, "frames": {200}, "batch": {200}, "huge": {413}, "header_only": {400}, "garbage": {400, 415}, "aspect": {200},
     "parts": {413}, "params": {422}, "method": {405}, "slow": {200},
 }
 OVERLOAD = {503, 504}
@@ -206,12 +214,41 @@ class Server:
 
 # --- traffic ----------------------------------------------------------------------------------------------------
 
+PRESETS = ["hf", "hloc:superpoint_aachen", "hloc:superpoint_inloc", "hloc:superpoint_max", "lightglue"]
+
+
+def frame_query(rng, max_side):
+    """A random request frame: a preset, and a fixed `resize`, a `resize_max` (maybe forced) or the preset's rule."""
+    q = [f"preset={rng.choice(PRESETS)}", "max_keypoints=512"]
+    r = rng.random()
+    if r < 0.35:
+        q.append(f"resize={rng.randint(16, max_side)}x{rng.randint(16, max_side)}")
+    elif r < 0.7:  # the images' aspect is at most 4:1, so the short side stays >= 16 (SERVING.md: smaller is 422)
+        q += ["resize=none", f"resize_max={rng.randint(80, max_side)}"] + (["resize_force=true"] if rng.random() < 0.5 else [])
+    return "?" + "&".join(q)
+
+
+def frame_image(rng, max_side):
+    """A PNG of random size (sides 16 .. max_side, aspect at most 4:1), gray or RGB, random pixels."""
+    w = rng.randint(64, max_side)
+    h = rng.randint(max(16, w // 4), min(max_side, 4 * w))
+    return png(w, h, rng.choice([1, 3]), rng=rng)
+
+
+def settle_queries(max_side):
+    """The fixed sequence sent before each RSS sample of --mixed-frames: 8 frames (the last the largest), so the
+    plan cache (8 plans) and the workspace (its largest plan) hold the same at every sample."""
+    sides = [max(16, max_side * k // 8) for k in range(1, 9)]
+    return [f"?resize={s}x{max(16, s * 3 // 4)}&max_keypoints=64" for s in sides]
+
+
 class Traffic:
     WEIGHTS = {"valid": 30, "batch": 6, "huge": 6, "header_only": 6, "garbage": 6, "aspect": 8, "parts": 4,
                "params": 5, "method": 4, "slow": 4, "vanish_body": 8, "vanish_resp": 8}
 
-    def __init__(self, images_dir, max_parts, seed):
+    def __init__(self, images_dir, max_parts, seed, mixed_frames=False, max_side=1600):
         self.rng = random.Random(seed)
+        self.mixed_frames, self.max_side = mixed_frames, max_side
         names = sorted(n for n in os.listdir(images_dir) if n.lower().endswith((".jpg", ".jpeg", ".png")))
         self.images = {}
         for n in names:
@@ -247,6 +284,10 @@ class Traffic:
         # Mostly images up to ~2 MP; one in four of any size (12 MP included) keeps large decodes in the mix.
         name = rng.choice(list(self.images) if rng.random() < 0.25 else self.small)
         data = self.images[name]
+        if kind == "valid" and self.mixed_frames:
+            body = frame_image(rng, self.max_side)
+            return "frames", exchange(port, "POST", "/v1/keypoints" + frame_query(rng, self.max_side), body,
+                                      "image/png")[0]
         if kind == "valid":
             q = self.query(rng)
             if rng.random() < 0.25:
@@ -324,8 +365,13 @@ def run_load(server, traffic, seconds, concurrency, counts, failures, lock, seed
         t.join()
 
 
-def quiescent_rss(server, settle_s=2.0):
-    """VmRSS once nothing is in flight (the vanished clients' requests included)."""
+def quiescent_rss(server, settle_s=2.0, settle=None):
+    """VmRSS once nothing is in flight (the vanished clients' requests included); `settle`: queries sent one after
+    the other first (with a small image), so that the server's caches hold the same plans at every sample."""
+    for q in settle or []:
+        status = exchange(server.port, "POST", "/v1/keypoints" + q, png(64, 48), "image/png")[0]
+        if status != 200:
+            raise RuntimeError(f"settle request {q} got {status}")
     deadline = time.time() + 120
     while server.metric("superpoint_rt_in_flight_requests") > 1:  # the /metrics request itself
         if time.time() > deadline:
@@ -349,15 +395,20 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the summary here")
     ap.add_argument("--server-arg", action="append", default=[], help="extra `serve` argument (repeatable)")
+    ap.add_argument("--mixed-frames", action="store_true",
+                    help="every valid request another frame and image size (issue 19)")
+    ap.add_argument("--max-side", type=int, default=1600, help="--mixed-frames: largest image / frame side")
+    ap.add_argument("--memory-budget-mb", type=int, default=2048, help="the server's --memory-budget-mb")
     a = ap.parse_args()
     warmup = a.warmup if a.warmup is not None else min(300.0, max(10.0, 0.2 * a.duration))
     if warmup >= a.duration:
         ap.error("--warmup must be shorter than --duration")
 
-    traffic = Traffic(a.images, a.max_batch_parts, a.seed)
+    traffic = Traffic(a.images, a.max_batch_parts, a.seed, a.mixed_frames, a.max_side)
     server = Server(a.cli, a.weights, ["--workers", "2", "--queue", "16", "--threads", "2", "--warmup", "minimal",
                                        "--timeout-s", "30", "--max-batch-parts", str(a.max_batch_parts),
-                                       *a.server_arg])
+                                       "--memory-budget-mb", str(a.memory_budget_mb), *a.server_arg])
+    settle = settle_queries(a.max_side) if a.mixed_frames else None
     counts, failures, lock = {}, [], threading.Lock()
     samples = []
     done = threading.Event()
@@ -376,14 +427,17 @@ def main():
         rss_start = server.rss_kb()
         t0 = time.time()
         run_load(server, traffic, warmup, a.concurrency, counts, failures, lock, a.seed)
-        rss_warm = quiescent_rss(server)
+        rss_warm = quiescent_rss(server, settle=settle)
         run_load(server, traffic, a.duration - (time.time() - t0), a.concurrency, counts, failures, lock, a.seed + 7)
-        rss_end = quiescent_rss(server)
+        rss_end = quiescent_rss(server, settle=settle)
         elapsed = time.time() - t0
         checks["alive"] = server.proc.poll() is None and http_get(server.port, "/healthz")[0] == 200
         checks["statuses"] = not failures
         growth = (rss_end - rss_warm) / rss_warm
         checks["rss_flat"] = abs(growth) <= a.rss_tolerance
+        # The budget bounds what the engine holds; the process's own code, libraries and request bodies come on top
+        # (its size at start, before any request).
+        checks["rss_under_budget"] = max((s[1] for s in samples), default=0) <= rss_start + a.memory_budget_mb * 1024
     finally:
         done.set()
         code = server.stop()
@@ -395,7 +449,7 @@ def main():
         "rss_mb": {"start": round(rss_start / 1024, 1), "after_warmup": round(rss_warm / 1024, 1),
                    "end": round(rss_end / 1024, 1), "growth_pct": round(100 * growth, 2),
                    "max_sampled": round(max(s[1] for s in samples) / 1024, 1) if samples else None,
-                   "warmup_s": warmup},
+                   "warmup_s": warmup, "memory_budget_mb": a.memory_budget_mb},
         "failures": [f"{k}: {s}" for k, s in failures[:20]], "checks": checks,
     }
     print(json.dumps(summary, indent=1))

@@ -348,10 +348,13 @@ def main():
     # The cv2 decode harness: the same images, plus EXIF orientations (fuzz_decode_cv2.cpp).
     for name, data in imgs + exif_seeds(imgs):
         c.add("decode_cv2", name, data)
-    # The plane harness takes 3 parameter bytes (channel, output width - 1, output height - 1), then a JPEG.
+    # The plane harness takes 4 parameter bytes (channel, output width - 1, output height - 1, the two-thread mode:
+    # see fuzz_decode_plane.cpp), then a JPEG. Each JPEG comes with the one-thread mode and one of the others.
     jpegs = [(n, d) for n, d in imgs if d[:3] == b"\xff\xd8\xff"]
     for i, (name, data) in enumerate(jpegs):
-        c.add("decode_plane", name, bytes([i % 4, (5 * i + 7) % 64, (3 * i + 4) % 64]) + data)
+        params = [i % 4, (5 * i + 7) % 64, (3 * i + 4) % 64]
+        c.add("decode_plane", name, bytes(params + [0]) + data)
+        c.add("decode_plane", "split_" + name, bytes(params + [1 + i % 3 + ((7 * i) % 64 << 2)]) + data)
     png = dict(imgs)["RGB_16x16.png"]
     jpg = dict(imgs)["rgb_sub2_16x16.jpg"]
     for name, data in http_seeds(png, jpg):

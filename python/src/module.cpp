@@ -267,7 +267,8 @@ class Model {
 Model load(const std::string& model, const std::string& revision, const std::string& cache_dir, bool local_files_only,
            const std::string& device, int threads, const std::string& precision, std::int64_t max_pixels,
            std::vector<std::pair<int, int>> sizes, std::vector<int> nms_radii, std::vector<std::string> decoders,
-           int num_workers, bool verbose, const py::list& calibration, std::vector<std::pair<int, int>> network_sizes) {
+           int num_workers, bool verbose, const py::list& calibration, std::vector<std::pair<int, int>> network_sizes,
+           std::int64_t max_frame_pixels) {
   sp::Options o;
   o.model = model;
   o.revision = revision;
@@ -277,6 +278,7 @@ Model load(const std::string& model, const std::string& revision, const std::str
   o.threads = threads;
   o.precision = precision;
   o.max_pixels = max_pixels;
+  o.max_frame_pixels = max_frame_pixels;
   o.warmup =
       make_spec(std::move(sizes), std::move(nms_radii), std::move(decoders), num_workers, std::move(network_sizes));
   o.verbose = verbose;
@@ -374,7 +376,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("load", &load, py::arg("model"), py::arg("revision"), py::arg("cache_dir"), py::arg("local_files_only"),
         py::arg("device"), py::arg("threads"), py::arg("precision"), py::arg("max_pixels"), py::arg("sizes"),
         py::arg("nms_radii"), py::arg("decoders"), py::arg("num_workers"), py::arg("verbose"),
-        py::arg("calibration") = py::list(), py::arg("network_sizes") = std::vector<std::pair<int, int>>{});
+        py::arg("calibration") = py::list(), py::arg("network_sizes") = std::vector<std::pair<int, int>>{},
+        py::arg("max_frame_pixels") = sp::Params::kMaxNetworkPixels);
   m.def("decode", &decode, py::arg("src"), py::arg("max_pixels") = sp::kDefaultMaxPixels);
   m.def("write_png", &write_png, py::arg("path"), py::arg("image"));
   m.def("default_warmup", [] { return spec_dict(sp::WarmupSpec::defaults()); });
@@ -385,5 +388,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_KEYPOINTS_MAX") = sp::Params::kMaxKeypointsMax;
   m.attr("NMS_RADIUS_MAX") = sp::Params::kNmsRadiusMax;
   m.attr("DEFAULT_MAX_PIXELS") = sp::kDefaultMaxPixels;
+  m.attr("MAX_NETWORK_PIXELS") = sp::Params::kMaxNetworkPixels;
+  m.attr("MIN_FRAME_PIXELS") = std::int64_t{sp::Params::kMinNetworkSide} * sp::Params::kMinNetworkSide;
   m.attr("SUPPORTED_FORMATS") = sp::supported_formats();
 }

@@ -8,6 +8,8 @@ __version__: str
 MAX_KEYPOINTS_MAX: int
 NMS_RADIUS_MAX: int
 DEFAULT_MAX_PIXELS: int
+MAX_NETWORK_PIXELS: int
+MIN_FRAME_PIXELS: int
 SUPPORTED_FORMATS: str
 
 _Image = Union[str, bytes, bytearray, memoryview, npt.NDArray[Any]]
@@ -30,7 +32,8 @@ class Model:
 
 def load(model: str, revision: str, cache_dir: str, local_files_only: bool, device: str, threads: int,
          precision: str, max_pixels: int, sizes: Sequence[Tuple[int, int]], nms_radii: Sequence[int],
-         decoders: Sequence[str], num_workers: int, verbose: bool, calibration: Sequence[Any] = ...) -> Model: ...
+         decoders: Sequence[str], num_workers: int, verbose: bool, calibration: Sequence[Any] = ...,
+         network_sizes: Sequence[Tuple[int, int]] = ..., max_frame_pixels: int = ...) -> Model: ...
 def default_warmup() -> Dict[str, Any]: ...
 def minimal_warmup() -> Dict[str, Any]: ...
 def all_warmup() -> Dict[str, Any]: ...

@@ -78,6 +78,17 @@ bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
     if (ec != std::errc() || p != v.data() + v.size() || x < 1)
       throw UsageError(flag + ": '" + v + "' is not a positive integer");
     o.max_pixels = x;
+  } else if (flag == "--max-frame-pixels") {
+    const long long lo = std::int64_t{Params::kMinNetworkSide} * Params::kMinNetworkSide;
+    const long long hi = Params::kMaxNetworkPixels;
+    const std::string v = args.value(flag);
+    long long x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    const std::string range = " (allowed: " + std::to_string(lo) + ".." + std::to_string(hi) + ")";
+    if (ec != std::errc() || p != v.data() + v.size())
+      throw UsageError(flag + ": '" + v + "' is not an integer" + range);
+    if (x < lo || x > hi) throw UsageError(flag + ": " + v + " is out of range" + range);
+    o.max_frame_pixels = x;
   } else if (flag == "--verbose")
     o.verbose = true;
   else

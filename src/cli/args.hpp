@@ -39,7 +39,8 @@ class ArgReader {
 };
 
 /// The options shared by the commands that load a model: --weights --revision --cache-dir --local-files-only
-/// --threads --precision --calibration --max-pixels --verbose. Returns true when `flag` was one of them.
+/// --threads --precision --calibration --max-pixels --max-frame-pixels --verbose. Returns true when `flag` was one of
+/// them.
 /// --calibration FILE|FOLDER (repeatable) adds int8 calibration images (Options::calibration).
 bool parse_model_flag(ArgReader& args, const std::string& flag, Options& options);
 /// The per-request parameters of the table (superpoint_rt/params.hpp): --preset --max-keypoints

@@ -21,7 +21,8 @@ constexpr const char* kUsage =
     "         [--out DIR] [--format npz|json] [--plot]\n"
     "         [--weights DIR|REPO] [--revision R] [--cache-dir DIR] [--local-files-only] [--threads N]\n"
     "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]...\n"
-    "         [--preset NAME] [per-request parameters below] [--workers N] [--max-pixels N] [--quiet] [--verbose]\n"
+    "         [--preset NAME] [per-request parameters below] [--workers N] [--max-pixels N]\n"
+    "         [--max-frame-pixels N] [--quiet] [--verbose]\n"
     "Folders are walked recursively (files matching --glob, default the image extensions); images are processed in\n"
     "name order. --output writes hloc's feature-file layout (one group per image named by its path relative to the\n"
     "image root: keypoints (N,2), scores (N,), descriptors (256,N), image_size (W,H)), crash-safely; a report goes\n"
@@ -30,6 +31,8 @@ constexpr const char* kUsage =
     "and DIR/<image file name>.png with the keypoints drawn when --plot is given.\n"
     "-o X is --output X when X ends in .h5 or .hdf5, else --out X. With --preset hloc:superpoint_aachen (or _max,\n"
     "_inloc) and --as-half the feature file is the one hloc's extract_features.main writes (docs/PRESETS.md).\n"
+    "--max-pixels N refuses images of more pixels before decoding them; --max-frame-pixels N (default 16777216,\n"
+    "4096 x 4096) refuses network frames of more pixels (what --resize / --resize-max give) before planning them.\n"
     "Exit code 1 when some images failed (each named in the report and on stderr).\n";
 
 std::string fmt_duration(double s) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/codec.hpp"
+#include "util/text.hpp"
 
 namespace superpoint_rt::server {
 namespace {
@@ -157,11 +158,13 @@ constexpr const char* kFormHint =
 
 struct RequestOptions {
   Params params;
+  ResolvedParams resolved;
   bool npz = false;
 };
 
-// Query fields with SPEC's names, defaults and ranges; anything else is refused by name (nothing is ignored).
-RequestOptions parse_request_options(const httplib::Request& req) {
+// Query fields with SPEC's names, defaults and ranges; anything else is refused by name (nothing is ignored). A fixed
+// frame (resize=WxH) over --max-frame-pixels is 413 here, before the body is looked at.
+RequestOptions parse_request_options(const httplib::Request& req, std::int64_t max_frame_pixels) {
   RequestOptions o;
   const std::size_t q = req.target.find('?');
   const auto fields =
@@ -169,29 +172,24 @@ RequestOptions parse_request_options(const httplib::Request& req) {
   std::set<std::string> seen;
   for (const auto& [name, value] : fields) {
     if (!seen.insert(name).second)
-      throw HttpError{422, "InvalidArgument", "query parameter '" + name + "' is given more than once"};
+      throw HttpError{422, "InvalidArgument",
+                      "query parameter '" + util::printable(name) + "' is given more than once"};
     if (is_query_param(name)) {
-      try {
-        set_param_text(o.params, name, value);
-      } catch (const Error& e) {
-        throw HttpError{422, to_string(e.kind()), e.what()};
-      }
+      set_param_text(o.params, name, value);  // an Error: 422 (its kind says so), the message quotes the value
     } else if (name == "format") {
       if (value != "json" && value != "npz")
-        throw HttpError{422, "InvalidArgument", "format: '" + value + "' is not json or npz"};
+        throw HttpError{422, "InvalidArgument", "format: '" + util::printable(value) + "' is not json or npz"};
       o.npz = value == "npz";
     } else {
       throw HttpError{422, "InvalidArgument",
-                      "unknown query parameter '" + name + "' (allowed: " + allowed_query() + ")"};
+                      "unknown query parameter '" + util::printable(name) + "' (allowed: " + allowed_query() + ")"};
     }
   }
   if (!seen.count("format") && req.get_header_value("Accept").find("application/x-npz") != std::string::npos)
     o.npz = true;
-  try {
-    o.params.validate();
-  } catch (const Error& e) {
-    throw HttpError{422, to_string(e.kind()), e.what()};
-  }
+  o.resolved = resolve(o.params);  // InvalidArgument: 422; an explicit resize over the network's limit: 413
+  if (o.resolved.resize_mode == ResizeMode::Fixed)
+    (void)o.resolved.network_frame(1, 1, "the request", max_frame_pixels);
   return o;
 }
 
@@ -243,9 +241,27 @@ std::vector<ImagePart> image_parts(const httplib::Request& req, bool batch) {
   return parts;
 }
 
+// The network frame's limit (--max-frame-pixels) from the image's header, before any pixel is decoded or any plan
+// made. The engine checks it again on the decoded image (authoritative: the cv2 presets apply the EXIF orientation,
+// which the header probe does not, and kornia's rounding of a transposed size may differ by one pixel), so here a
+// request is refused only when the frame of either orientation is over the limit.
+void check_frame(const ImagePart& part, const ImageInfo& info, const ResolvedParams& rp, std::int64_t limit) {
+  try {
+    (void)rp.network_frame(info.width, info.height, part.name, limit);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::TooLarge) return;  // too small: the engine's answer, on the pixels it reads
+    try {
+      (void)rp.network_frame(info.height, info.width, part.name, limit);
+    } catch (const Error& t) {
+      if (t.kind() == ErrorKind::TooLarge) throw HttpError{413, "TooLarge", std::string(e.what())};
+    }
+  }
+}
+
 // Header checks before any pixel is decoded: empty, unknown magic or corrupt header (400: SPEC's undecodable image;
-// the Content-Type was acceptable, so not 415), too many pixels (413).
-void check_image(const ImagePart& part, std::int64_t max_pixels) {
+// the Content-Type was acceptable, so not 415), too many pixels or too large a network frame (413).
+void check_image(const ImagePart& part, std::int64_t max_pixels, const ResolvedParams& rp,
+                 std::int64_t max_frame_pixels) {
   if (part.bytes.empty())
     throw HttpError{400, "DecodeError",
                     part.name + " is empty: send the encoded image (" + std::string(supported_formats()) + ")"};
@@ -264,6 +280,7 @@ void check_image(const ImagePart& part, std::int64_t max_pixels) {
                     part.name + " is " + std::to_string(info.width) + "x" + std::to_string(info.height) + " = " +
                         std::to_string(pixels) + " pixels, over the limit of " + std::to_string(max_pixels) +
                         " (--max-pixels)"};
+  check_frame(part, info, rp, max_frame_pixels);
 }
 
 // --max-body-mb as given (the bytes are the definition; the flag is MiB).
@@ -418,10 +435,10 @@ struct HttpServer::Impl {
     guarded(res, [&] {
       const Clock::time_point arrived = Clock::now();
       check_available();
-      const RequestOptions opt = parse_request_options(req);
+      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels);
       const std::vector<ImagePart> parts = image_parts(req, false);
       try {
-        check_image(parts[0], cfg.max_pixels);
+        check_image(parts[0], cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
       } catch (const HttpError& e) {
         metrics.observe_image_error(e.status);
         throw;
@@ -447,7 +464,7 @@ struct HttpServer::Impl {
     guarded(res, [&] {
       const Clock::time_point arrived = Clock::now();
       check_available();
-      const RequestOptions opt = parse_request_options(req);
+      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels);
       if (opt.npz)
         throw HttpError{422, "InvalidArgument",
                         "format: npz is available on /v1/keypoints only; /v1/keypoints/batch answers JSON"};
@@ -460,7 +477,7 @@ struct HttpServer::Impl {
       std::vector<std::optional<HttpError>> errors(parts.size());
       for (std::size_t i = 0; i < parts.size(); ++i) {
         try {
-          check_image(parts[i], cfg.max_pixels);
+          check_image(parts[i], cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
         } catch (const HttpError& e) {
           metrics.observe_image_error(e.status);
           errors[i] = e;
@@ -532,6 +549,10 @@ struct HttpServer::Impl {
       if (spec.type == ParamType::Int || spec.type == ParamType::Float) {
         d["min"] = spec.min;
         d["max"] = spec.max;
+      }
+      if (!spec.choices.empty()) {
+        d["choices"] = json::array();
+        for (const std::string_view c : spec.choices) d["choices"].push_back(std::string(c));
       }
       d["default"] = typed(param_value_text(hf, name));
       if (spec.per_preset) {
@@ -682,6 +703,9 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        "request bodies over this many MiB get 413 without being read"},
       {"max_pixels", c.max_pixels, "--max-pixels", std::to_string(c.max_pixels),
        "an image of more pixels (width x height, from its header) gets 413 before any pixel is decoded"},
+      {"max_frame_pixels", c.max_frame_pixels, "--max-frame-pixels", std::to_string(c.max_frame_pixels),
+       "a network frame (what resize / resize_max give for the image) of more pixels gets 413 before any plan or "
+       "buffer is made; default: the largest preset frame"},
       {"max_batch_parts", c.max_batch_parts, "--max-batch-parts", std::to_string(c.max_batch_parts),
        "a batch of more images gets 413 before any of them is decoded"},
       // The decoders' own bounds (include/superpoint_rt/image.hpp, docs/LIMITS.md): fixed, answered with 413.

@@ -42,6 +42,8 @@ struct Params {
   static constexpr int kMinNetworkSide = 8;
   static constexpr int kMaxNetworkSide = 8192;
   static constexpr std::int64_t kMaxNetworkPixels = std::int64_t{4096} * 4096;
+  /// The smallest frame, kMinNetworkSide squared: the lowest Options::max_frame_pixels.
+  static constexpr std::int64_t kMinNetworkPixels = std::int64_t{kMinNetworkSide} * kMinNetworkSide;
 
   /// Throws Error(InvalidArgument) naming the parameter, its value and the allowed range (NaN included), an unknown
   /// preset or interpolation, or a contradiction (an explicit fixed `resize` together with `resize_max`), and

@@ -389,6 +389,6 @@ PYBIND11_MODULE(_core, m) {
   m.attr("NMS_RADIUS_MAX") = sp::Params::kNmsRadiusMax;
   m.attr("DEFAULT_MAX_PIXELS") = sp::kDefaultMaxPixels;
   m.attr("MAX_NETWORK_PIXELS") = sp::Params::kMaxNetworkPixels;
-  m.attr("MIN_FRAME_PIXELS") = std::int64_t{sp::Params::kMinNetworkSide} * sp::Params::kMinNetworkSide;
+  m.attr("MIN_FRAME_PIXELS") = sp::Params::kMinNetworkPixels;
   m.attr("SUPPORTED_FORMATS") = sp::supported_formats();
 }

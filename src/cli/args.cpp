@@ -79,8 +79,7 @@ bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
       throw UsageError(flag + ": '" + v + "' is not a positive integer");
     o.max_pixels = x;
   } else if (flag == "--max-frame-pixels") {
-    const long long lo = std::int64_t{Params::kMinNetworkSide} * Params::kMinNetworkSide;
-    const long long hi = Params::kMaxNetworkPixels;
+    const long long lo = Params::kMinNetworkPixels, hi = Params::kMaxNetworkPixels;
     const std::string v = args.value(flag);
     long long x = 0;
     const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);

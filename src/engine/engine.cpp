@@ -161,11 +161,10 @@ Engine::Engine(const Options& options) : options_(options) {
                 "threads = " + std::to_string(options.threads) + " is out of range (0 = all cores, or >= 1)");
   if (options.max_pixels < 1)
     throw Error(ErrorKind::InvalidArgument, "max_pixels = " + std::to_string(options.max_pixels) + " must be >= 1");
-  constexpr std::int64_t kMinFramePixels = std::int64_t{Params::kMinNetworkSide} * Params::kMinNetworkSide;
-  if (options.max_frame_pixels < kMinFramePixels || options.max_frame_pixels > Params::kMaxNetworkPixels)
-    throw Error(ErrorKind::InvalidArgument, "max_frame_pixels = " + std::to_string(options.max_frame_pixels) +
-                                                " is out of range (allowed: " + std::to_string(kMinFramePixels) + ".." +
-                                                std::to_string(Params::kMaxNetworkPixels) + ")");
+  if (options.max_frame_pixels < Params::kMinNetworkPixels || options.max_frame_pixels > Params::kMaxNetworkPixels)
+    throw Error(ErrorKind::InvalidArgument,
+                "max_frame_pixels = " + std::to_string(options.max_frame_pixels) + " is out of range (allowed: " +
+                    std::to_string(Params::kMinNetworkPixels) + ".." + std::to_string(Params::kMaxNetworkPixels) + ")");
 
   model::HubRequest req;
   req.repo_id = options.model;

@@ -1,6 +1,7 @@
 // The matcher's parameters (superpoint_rt/match.hpp): hloc's nearest-neighbour configurations and the one table of
 // conf / ratio / distance / mutual that the CLI, the HTTP query fields, the Python keywords and the docs derive from.
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -155,9 +156,12 @@ void set_match_param_text(MatchParams& p, std::string_view name, std::string_vie
       return set_match_param(p, n, ParamValue{x});
     }
     case ParamType::Bool: {
-      if (text != "true" && text != "1" && text != "false" && text != "0")
+      // As the request parameters' booleans: true / false in any letter case, 1, 0.
+      std::string l;
+      for (char c : text) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (l != "true" && l != "1" && l != "false" && l != "0")
         throw Error(ErrorKind::TypeMismatch, n + ": '" + text + "' is not a boolean (allowed: true, false, 1, 0)");
-      return set_match_param(p, n, ParamValue{text == "true" || text == "1"});
+      return set_match_param(p, n, ParamValue{l == "true" || l == "1"});
     }
     default: return set_match_param(p, n, ParamValue{text});
   }

@@ -4,6 +4,7 @@
 #include "match/gemm.hpp"
 
 #include <dnnl.h>
+#include <omp.h>
 
 #include <string>
 
@@ -25,6 +26,11 @@ void similarity_block(const DescriptorsView& a, std::size_t row0, std::size_t m,
     throw Error(ErrorKind::Internal, "oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ") on " +
                                          std::to_string(m) + " x " + std::to_string(b.n) + " x " +
                                          std::to_string(a.dim));
+}
+
+void similarity_matrix(const DescriptorsView& a, const DescriptorsView& b, float* c, int threads) {
+  omp_set_num_threads(threads);  // oneDNN's sgemm runs on the calling thread's OpenMP team
+  similarity_block(a, 0, a.n, b, c, b.n);
 }
 
 void similarity_block_reference(const DescriptorsView& a, std::size_t row0, std::size_t m, const DescriptorsView& b,

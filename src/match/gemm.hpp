@@ -15,6 +15,10 @@ namespace superpoint_rt::matching::detail {
 void similarity_block(const DescriptorsView& a, std::size_t row0, std::size_t m, const DescriptorsView& b, float* c,
                       std::size_t ldc);
 
+/// The whole n0 x n1 matrix in one oneDNN call on `threads` OpenMP threads (row stride b.n): the GEMM alone, the floor
+/// that `superpoint-rt bench --matching` measures the matcher against.
+void similarity_matrix(const DescriptorsView& a, const DescriptorsView& b, float* c, int threads);
+
 /// The plain reference: the same product with each dot product summed in increasing k in float32, no FMA. Exact,
 /// and so equal to similarity_block, whenever every partial sum is representable (small dyadic values: the tests).
 void similarity_block_reference(const DescriptorsView& a, std::size_t row0, std::size_t m, const DescriptorsView& b,

@@ -313,3 +313,16 @@ def test_match_errors_name_the_input(features, pairs_file, tmp_path):
         r = run("match", "--features", bad, "--pairs", tmp_path / "p.txt", "-o", out, ok=False)
         assert r.returncode != 0 and word in r.stderr, (pair, r.stderr)
     assert not out.exists()
+
+
+def test_bench_matching_table_runs(features, pairs_file, tmp_path):
+    # The matching table of `superpoint-rt bench` on the test's files (one short round, a small pair; no hloc).
+    r = run("bench", "--matching", "--features", features, "--pairs", pairs_file, "--rounds", "1", "--pair-size",
+            "128", "--threads", "1", "--json", tmp_path / "b.json")
+    for row in ("ours files", "ours pair", "gemm", "x gemm"):
+        assert row in r.stdout, r.stdout
+    import json
+    j = json.loads((tmp_path / "b.json").read_text())
+    assert j["pairs"] == len(pairs_file.read_text().split("\n")) and j["rows"]["ours files"]["p50"] > 0
+    r = run("bench", "--matching", "--hloc", tmp_path, ok=False)
+    assert r.returncode == 2 and "--peer-python" in r.stderr, r.stderr

@@ -1,11 +1,11 @@
 // bench_match: the parts of the matcher (src/match/) against the GEMM alone, on one pair of random unit descriptors
-// rounded to float16 (as hloc's feature files hold them), interleaved round by round; medians in ms.
+// rounded to float16 (as hloc's feature files hold them), interleaved round by round; medians in ms. A finer view
+// than the matching table of `superpoint-rt bench --matching`: the block GEMMs alone and each scan table alone.
 //   gemm        one oneDNN sgemm of the whole n0 x n1 similarity matrix (the floor the issue measures against)
 //   blocks      the matcher's row-block GEMMs alone (no scan)
 //   scan:<isa>  the fused top-2 scan of each kernel table over a precomputed matrix (one thread)
 //   match       superpoint_rt::match (GEMM blocks + scan + hloc's decisions), NN-mutual
 //   bench_match [N0 [N1 [THREADS [ROUNDS]]]]     default 4096 4096 2 7
-#include <dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -14,37 +14,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "match/gemm.hpp"
 #include "match/kernels.hpp"
 #include "match/matcher.hpp"
-#include "util/half.hpp"
 
 namespace {
 
 namespace md = superpoint_rt::matching::detail;
 using Clock = std::chrono::steady_clock;
-
-std::vector<float> unit_rows(std::size_t n, int dim, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g;
-  std::vector<float> v(n * static_cast<std::size_t>(dim));
-  for (std::size_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (int k = 0; k < dim; ++k) {
-      const float x = g(rng);
-      v[i * dim + k] = x;
-      s += static_cast<double>(x) * x;
-    }
-    for (int k = 0; k < dim; ++k)
-      v[i * dim + k] = superpoint_rt::util::half_to_float(
-          superpoint_rt::util::float_to_half(static_cast<float>(v[i * dim + k] / std::sqrt(s))));
-  }
-  return v;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -59,7 +39,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 3 ? std::atoi(argv[3]) : 2;
   const int rounds = argc > 4 ? std::atoi(argv[4]) : 7;
   const int dim = 256;
-  const auto a = unit_rows(n0, dim, 1), b = unit_rows(n1, dim, 2);
+  const auto a = md::random_unit_descriptors(n0, dim, 1), b = md::random_unit_descriptors(n1, dim, 2);
   const superpoint_rt::DescriptorsView va{a.data(), n0, dim, false}, vb{b.data(), n1, dim, false};
   std::vector<float> c(n0 * n1);
   md::Matcher matcher(threads);
@@ -75,11 +55,7 @@ int main(int argc, char** argv) {
   superpoint_rt::MatchOptions opt;
   opt.threads = threads;
   for (int r = 0; r < rounds + 1; ++r) {
-    time("gemm", [&] {
-      omp_set_num_threads(threads);
-      dnnl_sgemm('N', 'T', static_cast<dnnl_dim_t>(n0), static_cast<dnnl_dim_t>(n1), dim, 1.0f, a.data(), dim, b.data(),
-                 dim, 0.0f, c.data(), static_cast<dnnl_dim_t>(n1));
-    });
+    time("gemm", [&] { md::similarity_matrix(va, vb, c.data(), threads); });
     time("blocks", [&] {
       const std::size_t mb = std::min(md::block_rows(n1), n0);
       const std::size_t blocks = (n0 + mb - 1) / mb;

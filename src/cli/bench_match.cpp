@@ -1,6 +1,8 @@
 // superpoint-rt bench --matching: the matching table (issue 20 §2). Rows, interleaved round by round (the order
 // alternating), medians and ratios:
 //   ours files   match_files: every pair of a pairs file over a features file (hloc's match_features), in this process
+// Each row reports the wall time and the CPU time of a run (all its threads and processes): on a shared machine the
+// CPU time is the steadier figure of the work done.
 //   hloc files   hloc's own match_features on the same files (bench/hloc_match_worker.py, one process per round, with
 //                --hloc DIR: a checkout of hloc, never part of this repository, and a Python with torch)
 //   ours pair    the matcher on one N x N pair of random unit descriptors rounded to float16 (N = --pair-size)
@@ -14,7 +16,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -25,7 +26,6 @@
 #include "match/matcher.hpp"
 #include "superpoint_rt/match.hpp"
 #include "util/cpu.hpp"
-#include "util/half.hpp"
 
 namespace superpoint_rt::cli {
 namespace {
@@ -78,23 +78,6 @@ std::string run_capture(const std::string& cmd) {
   const int status = ::pclose(p);
   if (status != 0) throw Error(ErrorKind::Io, "bench: exit status " + std::to_string(status) + " of " + cmd);
   return out;
-}
-
-std::vector<float> unit_halves(std::size_t n, int dim, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g;
-  std::vector<float> v(n * static_cast<std::size_t>(dim));
-  for (std::size_t i = 0; i < n; ++i) {
-    float* row = v.data() + i * static_cast<std::size_t>(dim);
-    double s = 0;
-    for (int k = 0; k < dim; ++k) {
-      row[k] = g(rng);
-      s += static_cast<double>(row[k]) * row[k];
-    }
-    for (int k = 0; k < dim; ++k)
-      row[k] = util::half_to_float(util::float_to_half(static_cast<float>(row[k] / std::sqrt(s))));
-  }
-  return v;
 }
 
 double ms_since(Clock::time_point t0) {
@@ -210,15 +193,15 @@ int bench_matching_main(ArgReader& args) {
   const std::vector<ImagePair> pairs = unique_pairs(read_pairs(pairs_path));
 
   // One N x N pair for the pair and GEMM rows.
-  const auto da = unit_halves(static_cast<std::size_t>(pair_size), 256, 1);
-  const auto db = unit_halves(static_cast<std::size_t>(pair_size), 256, 2);
+  const auto da = matching::detail::random_unit_descriptors(static_cast<std::size_t>(pair_size), 256, 1);
+  const auto db = matching::detail::random_unit_descriptors(static_cast<std::size_t>(pair_size), 256, 2);
   const DescriptorsView va{da.data(), static_cast<std::size_t>(pair_size), 256, false};
   const DescriptorsView vb{db.data(), static_cast<std::size_t>(pair_size), 256, false};
   std::vector<float> full(static_cast<std::size_t>(pair_size) * static_cast<std::size_t>(pair_size));
   matching::detail::Matcher matcher(threads);
 
   std::map<std::string, std::vector<double>> ms;
-  std::map<std::string, double> cpu;
+  std::map<std::string, std::vector<double>> cpu_ms;  // CPU time of each run: every thread (hloc: its workers too)
   json hloc_info;
   MatchFilesConfig cfg;
   cfg.features = features;
@@ -239,6 +222,7 @@ int bench_matching_main(ArgReader& args) {
                                           quote(pairs_path) + " --output " + quote(hloc_out) + " 2>/dev/null");
       hloc_info = json::parse(out.substr(out.rfind('{')));
       ms[row].push_back(hloc_info.at("ms").at(0).get<double>());
+      cpu_ms[row].push_back(hloc_info.at("cpu_ms").at(0).get<double>());
       return;
     } else if (row == "ours pair") {
       (void)matcher.match(va, vb, match_options);
@@ -246,14 +230,14 @@ int bench_matching_main(ArgReader& args) {
       matching::detail::similarity_matrix(va, vb, full.data(), threads);
     }
     ms[row].push_back(ms_since(t0));
-    cpu[row] += process_cpu_ms() - cpu0;
+    cpu_ms[row].push_back(process_cpu_ms() - cpu0);
   };
   std::vector<std::string> rows{"ours files", "ours pair", "gemm"};
   if (!hloc.empty()) rows.insert(rows.begin() + 1, "hloc files");
   std::cerr << "superpoint-rt bench --matching: " << pairs.size() << " pairs, " << rounds << " rounds ...\n";
   for (const auto& r : rows) run_row(r);  // warm-up (and hloc's first output for the comparison)
   ms.clear();
-  cpu.clear();
+  cpu_ms.clear();
   for (int round = 0; round < rounds; ++round) {
     std::vector<std::string> order = rows;
     if (round % 2) std::reverse(order.begin(), order.end());
@@ -267,22 +251,22 @@ int bench_matching_main(ArgReader& args) {
       << " matches; features read " << last.images_read << " times)\n  pair: " << pair_size << " x " << pair_size
       << " x 256 float16-valued unit descriptors\n\n";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-12s | %9s %9s | %8s | %s\n", "row", "p50 ms", "p90 ms", "cpu/wall", "ratio");
-  out << buf << std::string(60, '-') << "\n";
+  std::snprintf(buf, sizeof buf, "%-12s | %9s %9s | %9s %8s | %s\n", "row", "p50 ms", "p90 ms", "cpu p50", "cpu/wall",
+                "ratio");
+  out << buf << std::string(78, '-') << "\n";
   auto p50 = [&](const std::string& r) { return ms.count(r) ? percentile(ms[r], 50) : std::nan(""); };
+  auto cpu50 = [&](const std::string& r) { return cpu_ms.count(r) ? percentile(cpu_ms[r], 50) : std::nan(""); };
   json rows_json = json::object();
   for (const auto& r : rows) {
-    const double m = p50(r);
-    double total = 0;
-    for (double v : ms[r]) total += v;
-    const double busy = cpu.count(r) && total > 0 ? cpu[r] / total : std::nan("");
+    const double m = p50(r), c = cpu50(r);
     std::string ratio;
-    if (r == "ours files" && !hloc.empty()) ratio = "x hloc " + fmt(p50("hloc files") / m, 0, 1) + " (hloc p50 / ours)";
+    if (r == "ours files" && !hloc.empty())
+      ratio = "x hloc " + fmt(p50("hloc files") / m, 0, 1) + " wall, " + fmt(cpu50("hloc files") / c, 0, 1) + " cpu";
     if (r == "ours pair") ratio = "x gemm " + fmt(m / p50("gemm"), 0, 3) + " (pair p50 / gemm p50)";
-    std::snprintf(buf, sizeof buf, "%-12s | %s %s | %s | %s\n", r.c_str(), fmt(m, 9).c_str(),
-                  fmt(percentile(ms[r], 90), 9).c_str(), fmt(busy, 8, 2).c_str(), ratio.c_str());
+    std::snprintf(buf, sizeof buf, "%-12s | %s %s | %s %s | %s\n", r.c_str(), fmt(m, 9).c_str(),
+                  fmt(percentile(ms[r], 90), 9).c_str(), fmt(c, 9).c_str(), fmt(c / m, 8, 2).c_str(), ratio.c_str());
     out << buf;
-    rows_json[r] = {{"ms", ms[r]}, {"p50", m}, {"cpu_per_wall", busy}};
+    rows_json[r] = {{"ms", ms[r]}, {"cpu_ms", cpu_ms[r]}, {"p50", m}, {"cpu_p50", c}};
   }
   out << "peak RSS: ours " << fmt(peak_rss_mb(), 0) << " MB (this process: every ours row)";
   if (!hloc_info.is_null()) {

@@ -6,7 +6,11 @@
 #include <dnnl.h>
 #include <omp.h>
 
+#include <cmath>
+#include <random>
 #include <string>
+
+#include "util/half.hpp"
 
 namespace superpoint_rt::matching::detail {
 
@@ -31,6 +35,24 @@ void similarity_block(const DescriptorsView& a, std::size_t row0, std::size_t m,
 void similarity_matrix(const DescriptorsView& a, const DescriptorsView& b, float* c, int threads) {
   omp_set_num_threads(threads);  // oneDNN's sgemm runs on the calling thread's OpenMP team
   similarity_block(a, 0, a.n, b, c, b.n);
+}
+
+std::vector<float> random_unit_descriptors(std::size_t n, int dim, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g;
+  const auto d = static_cast<std::size_t>(dim);
+  std::vector<float> v(n * d);
+  for (std::size_t i = 0; i < n; ++i) {
+    float* row = v.data() + i * d;
+    double s = 0;
+    for (std::size_t k = 0; k < d; ++k) {
+      row[k] = g(rng);
+      s += static_cast<double>(row[k]) * row[k];
+    }
+    for (std::size_t k = 0; k < d; ++k)
+      row[k] = util::half_to_float(util::float_to_half(static_cast<float>(row[k] / std::sqrt(s))));
+  }
+  return v;
 }
 
 void similarity_block_reference(const DescriptorsView& a, std::size_t row0, std::size_t m, const DescriptorsView& b,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "superpoint_rt/match.hpp"
 
@@ -23,6 +24,10 @@ void similarity_matrix(const DescriptorsView& a, const DescriptorsView& b, float
 /// and so equal to similarity_block, whenever every partial sum is representable (small dyadic values: the tests).
 void similarity_block_reference(const DescriptorsView& a, std::size_t row0, std::size_t m, const DescriptorsView& b,
                                 float* c, std::size_t ldc);
+
+/// n x dim random unit descriptors (Gaussian, normalised) with every value rounded to float16, as hloc's feature
+/// files hold them: the benchmarks' input (bench/bench_match.cpp, superpoint-rt bench --matching).
+std::vector<float> random_unit_descriptors(std::size_t n, int dim, unsigned seed);
 
 /// The descriptor value (point i, component k) of a view.
 inline float descriptor_at(const DescriptorsView& v, std::size_t i, std::size_t k) noexcept {

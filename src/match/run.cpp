@@ -13,8 +13,8 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <sstream>
-#include <unordered_map>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 

@@ -47,6 +47,7 @@
 #include "backend/backend.hpp"
 #include "batch/batch.hpp"
 #include "cli/args.hpp"
+#include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "image/resize.hpp"
 #include "model/hub.hpp"
@@ -116,19 +117,6 @@ constexpr const char* kUsage =
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-// CPU time of the whole process (every thread): how many cores a measurement really kept busy.
-double process_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-
-double peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: kilobytes
 }
 
 std::vector<std::uint8_t> read_bytes(const std::string& path, std::size_t expect, const std::string& what) {
@@ -498,16 +486,6 @@ struct Row {
   }
 };
 
-double percentile(std::vector<double> v, double q) {
-  // numpy's default (linear interpolation between closest ranks).
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
@@ -519,21 +497,8 @@ std::vector<std::string> split_list(const std::string& s) {
 
 // The defaults come from the environment and the current directory, never from where the program was built: an
 // installed superpoint-rt must not carry (or depend on) the build machine's source path.
-constexpr const char* kSharedEnv = "SUPERPOINT_RT_SHARED";
 constexpr const char* kDefaultPeerScript = "bench/peer_worker.py";
 constexpr const char* kDefaultPeerPython = "bench/.venv/bin/python";
-
-std::string shared_dir() {
-  if (const char* s = std::getenv(kSharedEnv); s && *s) return s;
-  return "../shared";
-}
-
-std::string self_exe() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(ErrorKind::Io, "bench: cannot find this program's path (/proc/self/exe): " + ec.message());
-  return p.string();
-}
 
 // The request's 480x640 plane of the JPEG (and the other frames' planes): its red channel (the default Params' channel)
 // resized as the engine does (Pillow BILINEAR), so that the forward rows see a real image and the plane request the
@@ -546,30 +511,6 @@ std::vector<std::uint8_t> plane_of(const std::string& jpeg, const Frame& frame) 
   const int ch = im.format == PixelFormat::RGB ? 3 : 1;
   image::resize_plane(plan, im.pixels.data(), im.view().stride(), ch, out.data(), scratch);
   return out;
-}
-
-std::string fmt(double v, int width, int prec = 1) {
-  char buf[64];
-  if (std::isnan(v))
-    std::snprintf(buf, sizeof buf, "%*s", width, "-");
-  else
-    std::snprintf(buf, sizeof buf, "%*.*f", width, prec, v);
-  return buf;
-}
-
-std::string now_string() {
-  const std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&t));
-  return buf;
-}
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
 }
 
 int driver_main(ArgReader& args) {
@@ -1033,6 +974,7 @@ int bench_main(int argc, char** argv) {
       return 0;
     }
     if (first == "--worker") return worker_main(args, args.value(first));
+    if (first == "--matching") return bench_matching_main(args);
     ArgReader all(argc, argv, 2);
     return driver_main(all);
   }

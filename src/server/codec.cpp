@@ -111,6 +111,25 @@ nlohmann::json features_to_json(const Features& f, double queue_ms) {
   return j;
 }
 
+nlohmann::json matches_to_json(const Matches& m, const MatchOptions& options, const std::string& conf,
+                               double match_ms) {
+  nlohmann::json pairs = nlohmann::json::array(), scores = nlohmann::json::array();
+  for (std::size_t i = 0; i < m.matches0.size(); ++i) {
+    if (m.matches0[i] < 0) continue;
+    pairs.push_back({i, m.matches0[i]});
+    scores.push_back(round_to(m.scores0[i], 6));
+  }
+  nlohmann::json j;
+  j["matches"] = std::move(pairs);
+  j["scores"] = std::move(scores);
+  j["match"] = {{"conf", conf},
+                {"ratio", options.ratio_threshold},
+                {"distance", options.distance_threshold},
+                {"mutual", options.mutual_check}};
+  j["timing_ms"] = {{"match", round_to(match_ms, 3)}};
+  return j;
+}
+
 std::vector<std::uint8_t> features_to_npz(const Features& f) {
   using util::NpyArray;
   const auto n = static_cast<std::int64_t>(f.size());

@@ -41,9 +41,14 @@ def peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: kilobytes
 
 
+# The protocol's channel: the process's original stdout. main() points file descriptor 1 (and sys.stdout) at stderr,
+# so that whatever the frameworks print (NNCF's progress bars, C-level messages) cannot break the line protocol.
+PROTOCOL = sys.stdout
+
+
 def say(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    PROTOCOL.write(json.dumps(obj) + "\n")
+    PROTOCOL.flush()
 
 
 def ort_runner(a, plane):
@@ -168,6 +173,10 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--cache-dir", default=os.path.join(REPO, "bench", "out"))
     a = ap.parse_args(argv)
+    global PROTOCOL
+    PROTOCOL = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     import numpy as np
 
     plane = np.fromfile(a.plane, dtype="<f4")

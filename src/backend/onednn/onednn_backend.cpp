@@ -47,17 +47,6 @@ void apply_isa_cap_once() {
   });
 }
 
-// oneDNN's u8 x s8 kernels use VNNI (vpdpbusd, s32 sums) on these ISAs; below them vpmaddubsw sums pairs of
-// products into saturating 16 bits.
-bool isa_has_vnni() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  using I = dnnl::cpu_isa;
-  for (I i : {I::avx512_core_vnni, I::avx512_core_bf16, I::avx512_core_amx, I::avx2_vnni}) {
-    if (isa == i) return true;
-  }
-  return false;
-}
-
 // The layers that read each layer's output (max pooling in between keeps the type).
 const std::map<std::string, std::vector<std::string>>& consumers() {
   static const std::map<std::string, std::vector<std::string>> c = {
@@ -221,9 +210,8 @@ class OneDnnExecutor final : public Executor {
   const char* algo_override_ = nullptr;
   bool avx512_core_ = false;
   LayerPlan plan_;
-  float weight_levels_ = 127;  // int8 weights: max |q| (63 where oneDNN's u8 x s8 kernels lack VNNI, see the header)
-  double clip_ = 100;          // calibration pass: the percentile recorded
-  int block_ = 8;              // channel block of the activation layout (16 on AVX-512, else 8)
+  double clip_ = 100;  // calibration pass: the percentile recorded
+  int block_ = 8;      // channel block of the activation layout (16 on AVX-512, else 8)
   tag block_tag_ = tag::nChw8c;
   const LayerMax* act_max_ = nullptr;
   LayerMax* record_ = nullptr;
@@ -252,7 +240,6 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   }
   algo_override_ = std::getenv("SUPERPOINT_RT_CONV_ALGO");
   avx512_core_ = isa_has_avx512_core();
-  weight_levels_ = isa_has_vnni() ? 127.f : 63.f;
   if (avx512_core_) {
     block_ = 16;
     block_tag_ = tag::nChw16c;
@@ -354,7 +341,7 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   // int8 quantisation (oneDNN 2.x semantics: dst = oscale[o] * (acc_s32 + bias[o]), then post-ops, then round and
   // saturate to the dst type):
   //   input q_x = x * s_in (u8; s_in = 255 / calibrated max of the producer), weights q_w = w * ws[o] (s8,
-  //   ws[o] = weight_levels_ / max|w[o]|, per output channel), acc = sum q_x q_w ~ s_in ws[o] sum x w,
+  //   ws[o] = 127 / max|w[o]|, per output channel), acc = sum q_x q_w ~ s_in ws[o] sum x w,
   //   bias' = b[o] s_in ws[o], oscale[o] = s_out / (s_in ws[o]) with s_out = 255 / calibrated max of this layer
   //   (u8 output), or 1 for an f32 / bf16 output (the logits, the descriptors, a layer of another type).
   float s_in = 0, s_out = 1;
@@ -369,7 +356,7 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
       for (std::size_t k = 0; k < per_out; ++k) {
         m = std::max(m, std::fabs(c.weight[static_cast<std::size_t>(o) * per_out + k]));
       }
-      ws.push_back(m > 0 ? weight_levels_ / m : 1.f);
+      ws.push_back(m > 0 ? 127.f / m : 1.f);
       oscale.push_back(s_out / (s_in * ws.back()));
     }
     attr.set_output_scales(1 << 1, oscale);
@@ -390,19 +377,28 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   std::string used = to_string(algo);
   auto make_any_algo = [&](const memory::desc& src_md) {
     try {
-      auto p = make_pd(want, src_md);
-      // oneDNN's F(4x4, 3x3) kernel (jit_wino_4x3) splits its work by the thread count and its sums differ with it
-      // (measured: all-f32 plan at 3 threads against 1, 240x320 / 104x152, on AMD Zen 4, where oneDNN 2.6 picks it
-      // for every 3x3 layer; the Xeon of the earlier sessions got F(2x2, 3x3), jit_fp32_wino_2x3): take the next
-      // implementation oneDNN offers, or direct when F(4x4, 3x3) is all it has. Bit-identical outputs across
-      // thread counts come first (tests/backend/test_precision.cpp).
-      while (std::string(p.impl_info_str()).find("wino_4x3") != std::string::npos) {
-        if (!p.next_impl()) throw dnnl::error(dnnl_unimplemented, "only F(4x4, 3x3) Winograd");
+      // Which f32 Winograd kernel oneDNN 2.6 picks depends on the thread count: F(2x2, 3x3) (jit_fp32_wino_2x3,
+      // whose sums do not depend on it) is taken only while the input fits a cache budget that grows with the
+      // thread count, else F(4x4, 3x3) (jit_wino_4x3, whose work split and sums change with it). Measured on AMD
+      // Zen 4 at 104x152: conv1b got F(4x4, 3x3) at 1 thread and F(2x2, 3x3) at 3, so the bits differed. So
+      // Winograd only where F(2x2, 3x3) is oneDNN's choice at 1 thread (then at every thread count, the budget only
+      // grows); elsewhere direct. On the Xeon of the earlier sessions that kept Winograd for conv1b..conv4b at
+      // 640x480; on Zen 4 (smaller per-core cache budget) the layers there run direct.
+      if (want == dnnl::algorithm::convolution_winograd) {
+        omp_set_num_threads(1);
+        const std::string probe = make_pd(want, src_md).impl_info_str();
+        omp_set_num_threads(threads_);
+        if (probe.find("wino_2x3") == std::string::npos)
+          throw dnnl::error(dnnl_unimplemented, "no F(2x2, 3x3) Winograd at 1 thread");
       }
+      auto p = make_pd(want, src_md);
+      if (std::string(p.impl_info_str()).find("wino_4x3") != std::string::npos)
+        throw dnnl::error(dnnl_unimplemented, "F(4x4, 3x3) Winograd");
       return p;
     } catch (const dnnl::error&) {
+      omp_set_num_threads(threads_);
       if (want == dnnl::algorithm::convolution_direct) throw;
-      used = std::string(to_string(algo)) + "->direct";  // no (deterministic) Winograd kernel for this shape / ISA
+      used = std::string(to_string(algo)) + "->direct";  // no thread-independent Winograd kernel for this shape
       return make_pd(dnnl::algorithm::convolution_direct, src_md);
     }
   };

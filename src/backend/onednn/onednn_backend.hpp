@@ -39,10 +39,12 @@ namespace superpoint_rt::backend::onednn {
 ///   Fp32: float32 everywhere (the exact path, docs/ALGORITHM.md).
 ///   Bf16: the layers of default_layer_plan in bfloat16 (weights and activations rounded to nearest even, f32
 ///         accumulation inside oneDNN's avx512_core_bf16 / AMX kernels, f32 bias), the rest f32. Needs avx512_bf16.
-///   Int8: the int8 layers in u8 activations x s8 weights (per-output-channel scales wq / max|w[o]|, wq = 127, or
-///         63 where oneDNN's kernels lack VNNI: their u8 x s8 pair sums saturate at 16 bits otherwise), s32
-///         accumulation, f32 bias folded into the accumulator domain; activation scales 255 / (per layer, the
-///         largest over the calibration planes of the 99.99th percentile of the fp32 network's activation:
+///   Int8: the int8 layers in u8 activations x s8 weights (per-output-channel scales 127 / max|w[o]|), s32
+///         accumulation, f32 bias folded into the accumulator domain (without VNNI oneDNN's AVX2 / AVX-512 kernels
+///         sum pairs of u8 x s8 products in 16 bits, which saturate only for pairs near 255 x 127: on the golden
+///         icl_250 plane the AVX2 plan stays as close to fp32 as the VNNI one, descriptor cosine mean 0.9933 both,
+///         while 7-bit weights, oneDNN's advice against saturation, cost 0.974); activation scales 255 / (per layer,
+///         the largest over the calibration planes of the 99.99th percentile of the fp32 network's activation:
 ///         BackendOptions::calibration, default backend::default_calibration_planes(), run when the backend is
 ///         created). Needs AVX2 + FMA (oneDNN has AVX2 u8s8 kernels; VNNI / AMX make them fast).
 enum class Precision { Fp32, Bf16, Int8 };

@@ -826,7 +826,7 @@ int driver_main(ArgReader& args) {
         "no peer Python (bash bench/setup-peers.sh, or --peer-python): ONNX Runtime, OpenVINO and PyTorch not "
         "measured");
   // Wait for every process to be ready. A row that cannot run here drops out with a note: a peer that is not
-  // installed, or a precision this CPU lacks (bf16 and int8 need AVX-512); fp32 must run.
+  // installed, or a precision this CPU lacks (bf16 needs avx512_bf16, int8 AVX2 + FMA); fp32 must run.
   for (auto it = rows.begin(); it != rows.end();) {
     bool ok = true;
     std::vector<Child*> children;

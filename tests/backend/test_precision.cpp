@@ -162,6 +162,12 @@ TEST(Precision, LayerPlansAndTheirOverride) {
   for (const char* l : {"conv3a", "conv4b", "score_a", "descriptor_b"}) EXPECT_EQ(bf16.at(l), LayerType::Bf16) << l;
   const auto int8 = be::onednn::default_layer_plan(Precision::Int8);
   EXPECT_EQ(int8.at("conv1a"), LayerType::F32);
+  // conv1b and conv2a in bf16 where the CPU has bf16 kernels, else int8 like every later layer.
+  const LayerType early = sp::util::cpu_features().avx512_bf16 ? LayerType::Bf16 : LayerType::Int8;
+  EXPECT_EQ(int8.at("conv1b"), early);
+  EXPECT_EQ(int8.at("conv2a"), early);
+  for (const char* l : {"conv2b", "conv3a", "conv4b", "score_a", "score_b", "descriptor_b"})
+    EXPECT_EQ(int8.at(l), LayerType::Int8) << l;
   // The override applies in order; conv1a stays f32 whatever it says.
   const auto o = be::onednn::layer_plan(Precision::Int8, "*=bf16,conv2b=int8,conv1a=int8");
   EXPECT_EQ(o.at("conv1b"), LayerType::Bf16);
@@ -299,13 +305,21 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   std::cout << "int8 plan: " << d << "\n";
   EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
   EXPECT_EQ(d.find("wino"), std::string::npos) << d;
+  for (const char* l : {"conv2b", "conv3a", "conv4b", "score_a", "descriptor_b"})
+    EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
+  if (sp::util::cpu_features().avx512_bf16) {
+    // conv1b and conv2a run bf16 kernels; conv2b quantises conv2a's bf16 output in its input reorder.
+    EXPECT_NE(layer_entry(d, "conv1b").find(":bf16:direct("), std::string::npos) << d;
+    EXPECT_NE(layer_entry(d, "conv2a").find(":bf16:direct("), std::string::npos) << d;
+    EXPECT_NE(d.find("conv2b_in:reorder"), std::string::npos) << d;
+    return;
+  }
   // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the CPU's kernel), which conv1b
   // reads as it is.
   const bool avx512 = sp::util::cpu_features().avx512();
   EXPECT_NE(d.find(avx512 ? "conv1a:f32:direct_u8(avx512)" : "conv1a:f32:direct_u8(avx2)"), std::string::npos) << d;
   EXPECT_EQ(d.find("reorder"), std::string::npos) << d;
-  for (const char* l : {"conv1b", "conv3a", "conv4b", "score_a", "descriptor_b"})
-    EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
+  EXPECT_NE(layer_entry(d, "conv1b").find(":int8:direct("), std::string::npos) << d;
 }
 
 TEST(Precision, Int8CalibrationPercentile) {

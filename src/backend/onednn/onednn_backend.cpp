@@ -703,11 +703,17 @@ LayerPlan default_layer_plan(Precision p) {
   const LayerType low = p == Precision::Bf16 ? LayerType::Bf16 : LayerType::Int8;
   for (const char* l : kLayers) plan[l] = low;
   plan["conv1a"] = LayerType::F32;  // one input channel: the exact plane, 3% of the f32 forward
+  // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
+  // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
+  //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97).
+  //   int8 all-int8 0.9524 / 0.8794; conv1b and conv2a in bf16 0.9760 / 0.9430 (asked: 0.97 / 0.90).
+  // The price: both mixed plans take 1.45-1.6x the all-bf16 / all-int8 forward without AMX (measured), so int8
+  // keeps its integer conv1b where the CPU has no bf16 kernels: there f32 would cost more still (AVX2: int8 must
+  // stay 1.6x faster than fp32).
   if (p == Precision::Bf16) {
-    // Rounding the early full-resolution layers moves keypoints the most: keypoint F1 against fp32 0.991 / 0.961
-    // all-bf16, 0.996 / 0.988 with these three in f32 (bench/quality.py, docs/BENCHMARKS.md "Mixed plans"); f32
-    // Winograd makes them about as fast as bf16 direct kernels without AMX.
     for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
+  } else if (util::cpu_features().avx512_bf16) {
+    for (const char* l : {"conv1b", "conv2a"}) plan[l] = LayerType::Bf16;
   }
   return plan;
 }

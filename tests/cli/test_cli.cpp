@@ -318,7 +318,7 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
                 "SUPERPOINT_RT_ISA=avx2 " + cli() + "bench" + args + weights() + " --precisions fp32,bf16", &log),
             0)
       << log;
-  EXPECT_NE(log.find("ours bf16 at 1 thread(s) not measured"), std::string::npos) << log;
+  EXPECT_NE(log.find("ours bf16 at 2 thread(s) not measured"), std::string::npos) << log;
   EXPECT_NE(log.find("ours fp32"), std::string::npos) << log;
   EXPECT_NE(log.find(units.line(true) + "\n"), std::string::npos) << units.line(true) << "\n" << log;
 }

@@ -14,13 +14,17 @@
 namespace superpoint_rt {
 namespace {
 
-// The quality figures of the homography protocol (bench/quality.py, 132 pairs, 10 RANSAC seeds) against fp32 on the
-// same images: top-500 keypoint F1 at 2 px (mean / worst image) and the largest difference of homography accuracy,
-// MMA, repeatability and matching score (points out of 100). The plans are the same on every CPU that runs them,
-// except int8 without VNNI (7-bit weights, see onednn_backend.hpp).
-constexpr const char* kQualityBf16 = "F1@2 0.9963 / 0.9878; HA, MMA, rep, MS within 0.3 pt (AVX-512 BF16, 2026-12-04)";
-constexpr const char* kQualityInt8 = "F1@2 0.975 / 0.94; HA, MMA, rep, MS within 1 pt (AVX-512 VNNI, 2026-12-04)";
-constexpr const char* kQualityInt8NoVnni = "F1@2 0.97 / 0.92; HA, MMA, rep, MS within 1 pt (AVX2, 2026-12-04)";
+// The quality figures of the homography protocol against fp32 on the same images (bench/quality.py --pairs 44
+// --ransac-seeds 10, AMD Zen 4, 2026-12-04; docs/BENCHMARKS.md): top-500 keypoint F1 at 2 px (mean / worst image),
+// the largest difference of MMA@1-5, repeatability and matching score, and of homography accuracy@1-5 (points out
+// of 100; at 44 pairs one pair-draw is 0.23 point and two fp32 engines differ by up to 0.23).
+constexpr const char* kQualityBf16 =
+    "F1@2 0.9962 / 0.9893; MMA, rep, MS within 0.12 pt; HA within 1.6 pt (44 pairs x 10 RANSAC draws)";
+constexpr const char* kQualityInt8Mixed =
+    "F1@2 0.9760 / 0.9430; MMA, rep, MS within 0.51 pt; HA within 2.7 pt (44 pairs x 10 RANSAC draws)";
+constexpr const char* kQualityInt8 =
+    "F1@2 0.9524 / 0.8794 (all-int8 plan); MMA, rep within 0.63 pt, MS 1.07 pt; HA within 2.5 pt (44 pairs x 10 "
+    "RANSAC draws, measured with VNNI; AVX2 gives the same plane-level fidelity)";
 
 struct Speed {
   double time_vs_fp32;
@@ -28,16 +32,20 @@ struct Speed {
   const char* basis;
 };
 
-// Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition).
+// Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition): medians of
+// `bench_forward --threads 2` with the plans interleaved (docs/BENCHMARKS.md, 2026-12-04, machine loaded by other
+// work: +-10 %).
 Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
   if (precision == "bf16") {
-    if (f.amx) return {0.33, false, "expected: AMX Xeon of issue 12, all-bf16 plan 0.23x / fp32 0.70x ONNX Runtime"};
-    return {1.0, true, "measured: AMD Zen 4, AVX-512 BF16 without AMX"};
+    if (f.amx) return {0.74, false, "expected: AMX, from the plan's f32 share (issue 12's simulation estimate)"};
+    return {0.85, true, "measured: AMD Zen 4, AVX-512 BF16 without AMX, fp32 on direct convolutions"};
   }
-  if (f.amx) return {0.14, false, "expected: AMX Xeon of issue 12, all-int8 plan 0.10x / fp32 0.70x ONNX Runtime"};
-  if (f.avx512() && f.avx512_vnni) return {0.5, true, "measured: AMD Zen 4, AVX-512 VNNI"};
-  if (f.avx512()) return {0.8, false, "expected: AVX-512 without VNNI runs u8 x s8 in three instructions"};
-  return {0.6, true, "measured: AMD Zen 4 capped to AVX2 (SUPERPOINT_RT_ISA=avx2)"};
+  if (f.amx) return {0.21, false, "expected: AMX, from the plan's bf16 / int8 shares (issue 12's estimate)"};
+  if (f.avx512_bf16) return {0.46, true, "measured: AMD Zen 4, AVX-512 VNNI + BF16 (conv1b, conv2a in bf16)"};
+  if (f.avx512() && f.avx512_vnni)
+    return {0.31, false, "expected: the all-int8 plan measured 0.31 on AMD Zen 4 with the same VNNI kernels"};
+  if (f.avx512()) return {0.58, false, "expected: as AVX2, u8 x s8 without VNNI"};
+  return {0.58, true, "measured: AMD Zen 4 capped to AVX2 (SUPERPOINT_RT_ISA=avx2)"};
 }
 
 }  // namespace
@@ -64,7 +72,7 @@ std::vector<PrecisionReport> precisions_on_this_cpu() {
       r.time_vs_fp32 = s.time_vs_fp32;
       r.measured = s.measured;
       r.basis = s.basis;
-      r.quality = r.precision == "bf16" ? kQualityBf16 : f.avx512_vnni || f.amx ? kQualityInt8 : kQualityInt8NoVnni;
+      r.quality = r.precision == "bf16" ? kQualityBf16 : f.avx512_bf16 ? kQualityInt8Mixed : kQualityInt8;
     }
     out.push_back(std::move(r));
   }

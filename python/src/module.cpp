@@ -231,6 +231,18 @@ class Model {
     d["cpu_features"] = i.cpu_features;
     d["cpu_units"] = i.cpu_units;
     d["fastest_precision"] = i.fastest_precision;
+    py::list precisions;
+    for (const sp::PrecisionReport& r : i.precisions) {
+      py::dict p;
+      p["precision"] = r.precision;
+      p["runs"] = r.runs;
+      p["time_vs_fp32"] = r.time_vs_fp32 > 0 ? py::object(py::float_(r.time_vs_fp32)) : py::object(py::none());
+      p["measured"] = r.measured;
+      p["basis"] = r.basis;
+      p["quality"] = r.quality;
+      precisions.append(p);
+    }
+    d["precisions"] = precisions;
     d["plan"] = i.plan;
     d["warmup_s"] = to_dict(i.warmup_s);
     return d;

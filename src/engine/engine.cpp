@@ -205,7 +205,8 @@ Engine::Engine(const Options& options) : options_(options) {
                                                     : std::to_string(options.calibration.size()) + " image(s)";
   info_.threads = backend_->threads();
   info_.cpu_units = util::cpu_units_string();
-  info_.fastest_precision = util::fastest_precision().precision;
+  info_.precisions = precisions_on_this_cpu();
+  info_.fastest_precision = fastest_precision_on_this_cpu();
   info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
                        ", post: " + post::post_kernel_name() + ")";
   info_.plan = first.plan_description();

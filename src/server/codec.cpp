@@ -147,4 +147,16 @@ std::vector<std::uint8_t> features_to_npz(const Features& f) {
   return util::npz_bytes(arrays);
 }
 
+nlohmann::json precisions_json(const std::vector<PrecisionReport>& reports) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const PrecisionReport& r : reports)
+    a.push_back({{"precision", r.precision},
+                 {"runs", r.runs},
+                 {"time_vs_fp32", r.time_vs_fp32 > 0 ? nlohmann::json(r.time_vs_fp32) : nlohmann::json(nullptr)},
+                 {"measured", r.measured},
+                 {"basis", r.basis},
+                 {"quality", r.quality}});
+  return a;
+}
+
 }  // namespace superpoint_rt::server

@@ -13,6 +13,7 @@
 
 #include "superpoint_rt/features.hpp"
 #include "superpoint_rt/match.hpp"
+#include "superpoint_rt/superpoint.hpp"
 #include "util/half.hpp"
 
 namespace superpoint_rt::server {
@@ -38,6 +39,10 @@ nlohmann::json matches_to_json(const Matches& m, const MatchOptions& options, co
 /// The NPZ body (np.load-able): keypoints float32 (N,2), scores float32 (N,), descriptors float16 (N,256) when
 /// present, image_size int64 (2,) as (height, width), scale float32 (2,).
 std::vector<std::uint8_t> features_to_npz(const Features& f);
+
+/// The precisions on this CPU as /v1/info and `superpoint-rt bench --json` give them: [{"precision", "runs",
+/// "time_vs_fp32" (null when unknown), "measured", "basis", "quality"}, ...] (PrecisionReport's fields).
+nlohmann::json precisions_json(const std::vector<PrecisionReport>& reports = precisions_on_this_cpu());
 
 /// Rounds to `decimals` decimal places (half away from zero) in double, for JSON output.
 double round_to(double v, int decimals) noexcept;

@@ -615,6 +615,7 @@ struct HttpServer::Impl {
       j["cpu_features"] = model_info.cpu_features;
       j["cpu_units"] = model_info.cpu_units;
       j["fastest_precision"] = model_info.fastest_precision;
+      j["precisions"] = precisions_json(model_info.precisions);
     }
     j["limits"] = json::object();
     for (const LimitDoc& l : describe_limits(cfg)) j["limits"][l.key] = l.value;

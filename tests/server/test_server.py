@@ -220,7 +220,8 @@ def cpuinfo_units_line():
 def test_int8_with_calibration_images():
     """serve --precision int8 --calibration: the server says so in /v1/info and answers requests."""
     args = ("--precision", "int8", "--calibration", os.path.join(IMAGES, "icl_250.png"), "--warmup", "none")
-    if not cpu_has_avx512():  # int8 needs AVX-512: the server must refuse to start, naming the precision
+    flags = cpuinfo_flags()
+    if not ("avx2" in flags and "fma" in flags):  # int8 needs AVX2 + FMA: the server must refuse to start
         proc = subprocess.run([CLI, "serve", "--port", "0", "--weights", WEIGHTS, *args], capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode != 0 and "int8" in proc.stderr
@@ -248,7 +249,11 @@ def test_health_ready_info_metrics(srv):
     assert "calibration" not in info  # int8 only
     # The CPU's units, as /proc/cpuinfo names them (independent of the product's CPUID reading).
     assert info["cpu_units"] == cpuinfo_units_line(), info["cpu_units"]
-    assert info["fastest_precision"] == ("int8" if cpu_has_avx512() and "avx512_vnni" in cpuinfo_flags() else "fp32")
+    # int8 runs from AVX2 + FMA on and measured faster than fp32 on every kind of CPU that runs it.
+    flags = cpuinfo_flags()
+    assert info["fastest_precision"] == ("int8" if "avx2" in flags and "fma" in flags else "fp32")
+    assert [p["precision"] for p in info["precisions"]] == ["fp32", "bf16", "int8"]
+    assert {p["precision"]: p["runs"] for p in info["precisions"]}["bf16"] == ("avx512_bf16" in flags)
     assert info["limits"]["max_body_bytes"] == 8 * 1024 * 1024 and info["limits"]["max_pixels"] == 40000000
     # /v1/match's fields and hloc's confs, from the matcher's table.
     assert set(info["match"]["params"]) == {"conf", "ratio", "distance", "mutual"}

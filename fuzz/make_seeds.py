@@ -192,6 +192,11 @@ def http_seeds(png: bytes, jpg: bytes):
     body, ctype = multipart([("image", "a.png", "image/png", png), ("image", "b.jpg", "image/jpeg", jpg),
                              ("image", "", None, b"not an image")])
     s.append(("batch", req("POST", "/v1/keypoints/batch?max_keypoints=5", [("Content-Type", ctype)], body)))
+    body, ctype = multipart([("image0", "a.png", "image/png", png), ("image1", "b.jpg", "image/jpeg", jpg)])
+    s.append(("match", req("POST", "/v1/match?conf=NN-ratio&ratio=0.9&distance=0.7&mutual=false&max_keypoints=5",
+                           [("Content-Type", ctype)], body)))
+    body, ctype = multipart([("image0", "a.png", "image/png", png), ("image0", "b.png", None, png)])
+    s.append(("match_bad_fields", req("POST", "/v1/match?conf=superglue", [("Content-Type", ctype)], body)))
     chunked = f"{len(png):x}\r\n".encode() + png + b"\r\n0\r\n\r\n"
     s.append(("chunked", req("POST", "/v1/keypoints", [("Content-Type", "image/png"),
                                                          ("Transfer-Encoding", "chunked")]).replace(
@@ -336,6 +341,15 @@ def npz_seeds():
     return s
 
 
+def pairs_seeds():
+    return [("exhaustive.txt", b"a.jpg b.jpg\na.jpg c.jpg\nb.jpg c.jpg"),
+            ("crlf_tabs.txt", b"db/1.jpg\tq/2.jpg\r\n\n  x y  \n"),
+            ("repeats.txt", b"a b\nb a\na b\nc c\n"),
+            ("unicode.txt", "caf\u00e9.jpg\u00a0b.jpg\nc\u3000d\ne\u2003f\n".encode()),
+            ("bad_lines.txt", b"a b c\nd\n \t\n"),
+            ("long_name.txt", b"a " + b"x" * 5000 + b"\n")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -348,10 +362,13 @@ def main():
     # The cv2 decode harness: the same images, plus EXIF orientations (fuzz_decode_cv2.cpp).
     for name, data in imgs + exif_seeds(imgs):
         c.add("decode_cv2", name, data)
-    # The plane harness takes 3 parameter bytes (channel, output width - 1, output height - 1), then a JPEG.
+    # The plane harness takes 4 parameter bytes (channel, output width - 1, output height - 1, the two-thread mode:
+    # see fuzz_decode_plane.cpp), then a JPEG. Each JPEG comes with the one-thread mode and one of the others.
     jpegs = [(n, d) for n, d in imgs if d[:3] == b"\xff\xd8\xff"]
     for i, (name, data) in enumerate(jpegs):
-        c.add("decode_plane", name, bytes([i % 4, (5 * i + 7) % 64, (3 * i + 4) % 64]) + data)
+        params = [i % 4, (5 * i + 7) % 64, (3 * i + 4) % 64]
+        c.add("decode_plane", name, bytes(params + [0]) + data)
+        c.add("decode_plane", "split_" + name, bytes(params + [1 + i % 3 + ((7 * i) % 64 << 2)]) + data)
     png = dict(imgs)["RGB_16x16.png"]
     jpg = dict(imgs)["rgb_sub2_16x16.jpg"]
     for name, data in http_seeds(png, jpg):
@@ -362,6 +379,8 @@ def main():
         c.add("hub", name, data)
     for name, data in npz_seeds():
         c.add("npz", name, data)
+    for name, data in pairs_seeds():
+        c.add("pairs", name, data)
     for h in sorted(p.name for p in a.out.iterdir() if p.is_dir()):
         n = sum(1 for _ in (a.out / h).iterdir())
         print(f"{h}: {n} seeds")

@@ -25,6 +25,13 @@ int threads_or_cores(int threads) {
   return std::max(1, omp_get_num_procs());
 }
 
+// A fixed frame (resize = WxH) is known before the image: over Options::max_frame_pixels it is refused before the
+// image is read or decoded. (Frames that depend on the image size are checked by claim_of(), from the image header,
+// before any plan or buffer.)
+void check_fixed_frame(const ResolvedParams& rp, const std::string& what, std::int64_t max_frame_pixels) {
+  if (rp.resize_mode == ResizeMode::Fixed) (void)rp.network_frame(1, 1, what, max_frame_pixels);
+}
+
 }  // namespace
 
 Engine::Engine(const Options& options) : options_(options) {
@@ -34,6 +41,10 @@ Engine::Engine(const Options& options) : options_(options) {
                 "threads = " + std::to_string(options.threads) + " is out of range (0 = all cores, or >= 1)");
   if (options.max_pixels < 1)
     throw Error(ErrorKind::InvalidArgument, "max_pixels = " + std::to_string(options.max_pixels) + " must be >= 1");
+  if (options.max_frame_pixels < Params::kMinNetworkPixels || options.max_frame_pixels > Params::kMaxNetworkPixels)
+    throw Error(ErrorKind::InvalidArgument,
+                "max_frame_pixels = " + std::to_string(options.max_frame_pixels) + " is out of range (allowed: " +
+                    std::to_string(Params::kMinNetworkPixels) + ".." + std::to_string(Params::kMaxNetworkPixels) + ")");
   if (options.memory_budget_mb < 0 || options.memory_budget_mb > (std::int64_t{1} << 40))
     throw Error(ErrorKind::InvalidArgument, "memory_budget_mb = " + std::to_string(options.memory_budget_mb) +
                                                 " is out of range (0 = half this machine's memory, or >= 1)");
@@ -87,7 +98,8 @@ Engine::Engine(const Options& options) : options_(options) {
                                                     : std::to_string(options.calibration.size()) + " image(s)";
   info_.threads = backend_->threads();
   info_.cpu_units = util::cpu_units_string();
-  info_.fastest_precision = util::fastest_precision().precision;
+  info_.precisions = precisions_on_this_cpu();
+  info_.fastest_precision = fastest_precision_on_this_cpu();
   info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
                        ", post: " + post::post_kernel_name() + ")";
   info_.plan = first->plan_description();
@@ -244,6 +256,7 @@ Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_networ
 
 Features Engine::run(const ImageInput& image, const Params& request) {
   const ResolvedParams params = resolve(request);
+  check_fixed_frame(params, image.describe(), options_.max_frame_pixels);
   std::shared_lock<std::shared_mutex> life(life_mu_);
   if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
   try {
@@ -271,6 +284,7 @@ engine::ThreadPool& Engine::worker_pool(int workers) {
 std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const ImageInput> images, const Params& request,
                                                             int num_workers, bool stop_at_first_error) {
   const ResolvedParams params = resolve(request);
+  check_fixed_frame(params, "the request", options_.max_frame_pixels);
   if (num_workers < 0)
     throw Error(ErrorKind::InvalidArgument,
                 "num_workers = " + std::to_string(num_workers) + " is out of range (0 or more)");
@@ -444,6 +458,7 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
     } catch (const Error& e) {
       throw Error(e.kind(), std::string("warm-up network size: ") + e.what());
     }
+    check_fixed_frame(resolve(fp), "warm-up network size", options_.max_frame_pixels);
     frames.push_back(fp);
   }
   static const std::set<std::string> kDecoders{"jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm"};

@@ -164,7 +164,7 @@ engine::MemoryBudget::Claim Engine::claim_of(const Source& src, const ResolvedPa
                                                                                              : 6;
   }
   // A transposed (EXIF-rotated) result has the same frame area.
-  const auto [fw, fh] = rp.network_frame(w, h, src.what);
+  const auto [fw, fh] = rp.network_frame(w, h, src.what, options_.max_frame_pixels);
   return {host_claim(rp, w, h, channels, fw, fh, weights_config_.descriptor_decoder_dim, src.file_bytes.size()),
           networks_ ? networks_->workspace_claim(fw, fh) : 0};
 }
@@ -204,7 +204,7 @@ bool Engine::prepare_fused_jpeg(const Source& src, const ResolvedParams& rp, boo
   const int rgb_channel = rp.grayscale ? -1 : rgb_offsets(PixelFormat::RGB, rp.bgr)[0];
   // Called once the header is read, before any pixel is decoded: the frame (the decode's output) and its plan.
   const auto plan_for = [&](int w, int h) {
-    const auto [fw, fh] = rp.network_frame(w, h, src.what);
+    const auto [fw, fh] = rp.network_frame(w, h, src.what, options_.max_frame_pixels);
     p.frame_w = fw;
     p.frame_h = fh;
     return resize_plans_.get(w, h, fw, fh);
@@ -246,7 +246,7 @@ void Engine::prepare_decoded(const Source& src, const ResolvedParams& rp, Prepar
   if (view.type == SampleType::F32) check_float_view(view, src.what);
   p.width = view.width;
   p.height = view.height;
-  const auto [fw, fh] = rp.network_frame(view.width, view.height, src.what);
+  const auto [fw, fh] = rp.network_frame(view.width, view.height, src.what, options_.max_frame_pixels);
   p.frame_w = fw;
   p.frame_h = fh;
   if (!p.ctx) p.ctx = contexts_.acquire();

@@ -20,7 +20,6 @@
 #include "backend/onednn/conv1a_u8.hpp"
 #include "backend/onednn/stripes.hpp"
 #include "backend/workspace.hpp"
-#include "image/synthetic.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "util/cpu.hpp"
 
@@ -66,6 +65,21 @@ void primitive_cache_off_once() {
     } catch (const dnnl::error&) {
     }
   });
+}
+
+// The layers that read each layer's output (max pooling in between keeps the type).
+const std::map<std::string, std::vector<std::string>>& consumers() {
+  static const std::map<std::string, std::vector<std::string>> c = {
+      {"conv1a", {"conv1b"}},   {"conv1b", {"conv2a"}},
+      {"conv2a", {"conv2b"}},   {"conv2b", {"conv3a"}},
+      {"conv3a", {"conv3b"}},   {"conv3b", {"conv4a"}},
+      {"conv4a", {"conv4b"}},   {"conv4b", {"score_a", "descriptor_a"}},
+      {"score_a", {"score_b"}}, {"descriptor_a", {"descriptor_b"}}};
+  return c;
+}
+
+dt read_type(LayerType t) {
+  return t == LayerType::Int8 ? dt::u8 : t == LayerType::Bf16 ? dt::bf16 : dt::f32;
 }
 
 bool isa_has_avx512_core() {
@@ -131,11 +145,29 @@ struct Step {
   const char* label = nullptr;        // conv layer whose f32 output int8 calibration records (else nullptr)
   memory out;                         // that output
   std::function<void()> fn = {};      // run instead of `prim` when set (our own kernels)
+  int threads = 0;                    // OpenMP threads `prim` was created for and runs on (0 = the caller's)
 };
 
 // Per-layer maximum of the fp32 activations (after bias + ReLU), keyed by layer label ("conv1a" ... "conv4b",
 // "score_a", "descriptor_a"): int8 calibration's result.
 using LayerMax = std::map<std::string, float>;
+
+// numpy.percentile(v, q) (linear interpolation between the closest ranks) of n values; q = 100 is the maximum.
+// Calibrating int8 at the 99.99th percentile instead of the maximum lets the few largest activations saturate and
+// gives every other value finer steps: keypoint F1 against fp32 0.956 / 0.915 against 0.948 / 0.872 in the float
+// simulation (bench/quant_sim.py, docs/BENCHMARKS.md), confirmed on the real plan (bench/quality.py).
+float percentile(const float* v, std::size_t n, double q) {
+  if (n == 0) return 0;
+  if (q >= 100) return *std::max_element(v, v + n);
+  std::vector<float> c(v, v + n);
+  const double pos = q / 100.0 * static_cast<double>(n - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  std::nth_element(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(lo), c.end());
+  const float a = c[lo];
+  if (lo + 1 >= n) return a;
+  const float b = *std::min_element(c.begin() + static_cast<std::ptrdiff_t>(lo) + 1, c.end());
+  return static_cast<float>(a + (b - a) * (pos - static_cast<double>(lo)));
+}
 
 // The activation layouts whose row ranges the striped block addresses: `block` channels per piece, each piece
 // rows x width x block values contiguous (nChw16c / nChw8c: 16 / 8; nhwc: every channel, one piece; nchw: 1).
@@ -222,9 +254,12 @@ struct ConvKind {
   dnnl::convolution_forward::primitive_desc pd;
   std::string algo;                                           // "direct", "winograd", "winograd->direct" ...
   dnnl::algorithm alg = dnnl::algorithm::convolution_direct;  // the one pd was made with
-  bool reorder_out = false;   // writes its own layout, a reorder fills the given dst (outputs on AVX2 / SSE4.1)
-  float s_in = 0, s_out = 1;  // int8 scales
+  bool reorder_out = false;  // writes its own layout, a reorder fills the given dst (outputs on AVX2 / SSE4.1)
+  LayerType type = LayerType::F32;
+  float s_in = 0, s_out = 1;  // int8 scales (s_out: of a u8 output, else 1)
   std::vector<float> ws;      // int8 weight scales per output channel
+  int threads = 0;            // the OpenMP threads pd was made for, its primitive is made and runs on (f32
+                              // Winograd, see make_any_algo; 0 = the plan's)
   dnnl::primitive prim;       // made by realise()
   dnnl::primitive src_reorder;
   std::shared_ptr<const WeightCache::Entry> weights;  // the weights and bias in the primitive's layout
@@ -244,12 +279,13 @@ class StripeUnsupported : public std::runtime_error {
 
 class OneDnnExecutor final : public Executor {
  public:
-  // `act_max` (int8 only, else nullptr): the calibration. `record` (fp32 only, else nullptr): run() raises each
-  // layer's entry to the maximum of its output (the calibration pass; such a plan is unstriped).
-  OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, Precision precision,
+  // `plan`: each layer's type. `act_max` (plans with an Int8 layer, else nullptr): the calibration. `record`
+  // (fp32 only, else nullptr): run() raises each layer's entry to the `clip` percentile of its output (the
+  // calibration pass, 100 = the maximum; such a plan is unstriped).
+  OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, const LayerPlan& plan,
                  const dnnl::engine& eng, std::shared_ptr<Workspace> workspace,
                  std::shared_ptr<WeightCache> weight_cache, const LayerMax* act_max = nullptr,
-                 LayerMax* record = nullptr);
+                 LayerMax* record = nullptr, double clip = 100);
   ~OneDnnExecutor() override;
 
   int height() const override { return h_; }
@@ -291,6 +327,12 @@ class OneDnnExecutor final : public Executor {
   // Workspace bytes of one lane for stripes of `rows` rows (its buffers and its primitives' scratch), from the
   // primitive descriptors of every stripe height of the frame; throws StripeUnsupported when oneDNN cannot run one.
   std::size_t stripe_lane_bytes(const model::Weights& wt, const Block1Template& t, int rows);
+  // conv1b over a stripe of `rows` output rows, reading `s1` (rows + 2 rows): "valid" in height, writing `rows`
+  // rows; or, where oneDNN's one-thread choice for that shape is F(2x2,3x3) Winograd while the unstriped layer's is
+  // F(4x4,3x3) (a narrow stripe: F(2x2,3x3) takes inputs that fit its cache budget), with bottom padding 1, which
+  // F(2x2,3x3) refuses (it needs equal top and bottom padding), writing one more row that nothing reads. Its
+  // dst_given is the lane buffer's layout. Throws StripeUnsupported when oneDNN has no such implementation.
+  ConvKind& stripe_conv1b(const model::Conv& cb, const Block1Template& t, const memory::desc& s1, int rows);
   // The candidates (stripes.hpp) in the order to try: those whose lanes fit the stripe budget, largest first, then
   // the others that still need less than the unstriped block, cheapest first; those oneDNN cannot run are left out.
   std::vector<int> stripe_rows_to_try(const model::Weights& wt, const Block1Template& t);
@@ -330,6 +372,24 @@ class OneDnnExecutor final : public Executor {
   float out_scale(const char* label) const {
     return act_max_ && act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
   }
+  LayerType type_of(const std::string& label) const {
+    const auto it = plan_.find(label);
+    return it == plan_.end() ? LayerType::F32 : it->second;
+  }
+  // The type `label` (computing in `self`) writes: what its consumers read when they agree and its kernel can write
+  // it (f32 kernels write f32; bf16 kernels f32 or bf16, so a u8 reader gets bf16 and quantises it in its input
+  // reorder), else f32.
+  dt dst_type(const std::string& label, LayerType self) const {
+    const auto it = consumers().find(label);
+    if (it == consumers().end() || self == LayerType::F32) return dt::f32;
+    const dt want = read_type(type_of(it->second.front()));
+    for (const auto& c : it->second)
+      if (read_type(type_of(c)) != want) return dt::f32;
+    if (self == LayerType::Bf16 && want == dt::u8) return dt::bf16;
+    return want;
+  }
+  // conv1a writes u8 itself (add_conv1a_u8) when conv1b reads u8.
+  bool conv1a_u8() const { return type_of("conv1b") == LayerType::Int8; }
   void describe(const std::string& label, const std::string& what);
 
   int h_, w_, hc_, wc_, threads_;
@@ -356,9 +416,9 @@ class OneDnnExecutor final : public Executor {
   std::string description_;
   const char* algo_override_ = nullptr;
   bool avx512_core_ = false;
-  Precision precision_ = Precision::Fp32;
-  dt act_dt_ = dt::f32;  // data type of the activations and weights (f32, or bf16 with f32 accumulation)
-  int block_ = 8;        // channel block of the activation layout (16 on AVX-512, else 8)
+  LayerPlan plan_;
+  double clip_ = 100;  // calibration pass: the percentile recorded
+  int block_ = 8;      // channel block of the activation layout (16 on AVX-512, else 8)
   tag block_tag_ = tag::nChw8c;
   const LayerMax* act_max_ = nullptr;
   LayerMax* record_ = nullptr;
@@ -392,9 +452,10 @@ class OneDnnExecutor final : public Executor {
   Lane* lane_ = nullptr;  // the lane whose program is being built
 };
 
-OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, Precision precision,
+OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, const LayerPlan& plan,
                                const dnnl::engine& eng, std::shared_ptr<Workspace> workspace,
-                               std::shared_ptr<WeightCache> weight_cache, const LayerMax* act_max, LayerMax* record)
+                               std::shared_ptr<WeightCache> weight_cache, const LayerMax* act_max, LayerMax* record,
+                               double clip)
     : h_(o.height),
       w_(o.width),
       hc_(o.height / 8),
@@ -403,8 +464,8 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
       eng_(eng),
       workspace_(std::move(workspace)),
       weight_cache_(std::move(weight_cache)),
-      precision_(precision),
-      act_dt_(precision == Precision::Bf16 ? dt::bf16 : dt::f32),
+      plan_(plan),
+      clip_(clip),
       act_max_(act_max),
       record_(record) {
   if (h_ < 8 || w_ < 8 || h_ > 16384 || w_ > 16384) {
@@ -428,7 +489,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   omp_set_num_threads(threads_);  // primitive creation reads the thread count (blocking heuristics)
   try {
     stream_ = dnnl::stream(eng_);
-    if (precision_ == Precision::Int8) init_conv1a_u8(wt.encoder[0]);
+    if (conv1a_u8()) init_conv1a_u8(wt.encoder[0]);
     // Stripes (stripes.hpp) unless asked not to; the calibration pass records whole layers. A stripe height whose
     // first or last stripe oneDNN cannot run is refused and the next one tried; whatever a refused attempt planned
     // stays unused.
@@ -536,7 +597,7 @@ void OneDnnExecutor::describe(const std::string& label, const std::string& what)
 
 memory OneDnnExecutor::add_block1(const model::Weights& wt, const memory& x) {
   memory a;
-  if (precision_ == Precision::Int8) {
+  if (conv1a_u8()) {
     a = new_activation(memory::desc({1, wt.encoder[0].out_channels, h_, w_}, dt::u8, tag::nhwc));
     add_conv1a_u8(trunk_, std::make_shared<const int>(0), h_, a, -1);
   } else {
@@ -549,7 +610,7 @@ memory OneDnnExecutor::add_block1(const model::Weights& wt, const memory& x) {
 OneDnnExecutor::Block1Template OneDnnExecutor::block1_template(const model::Weights& wt) {
   Block1Template t;
   const model::Conv& ca = wt.encoder[0];
-  if (precision_ == Precision::Int8) {
+  if (conv1a_u8()) {
     t.a_out = memory::desc({1, ca.out_channels, h_, w_}, dt::u8, tag::nhwc);
   } else {
     const memory::desc plane({1, 1, h_, w_}, dt::f32, tag::nchw);
@@ -580,6 +641,23 @@ struct ThreadsFor {
   ~ThreadsFor() { omp_set_num_threads(restore); }
 };
 
+ConvKind& OneDnnExecutor::stripe_conv1b(const model::Conv& cb, const Block1Template& t, const memory::desc& s1,
+                                        int rows) {
+  auto kind = [&](int extra) -> ConvKind& {
+    const memory::desc s2({1, cb.out_channels, rows + extra, w_}, t.b_out.data_type(), t.b_layout.t);
+    return conv_kind(cb, s1, conv1a_.scale, w_, true, {rows + 2, rows + extra, 0, extra}, &s2, false, "conv1b",
+                     t.b_impl.c_str(), t.b_alg);
+  };
+  try {
+    return kind(0);
+  } catch (const StripeUnsupported&) {
+    // Measured bit-identical to the unstriped F(4x4,3x3) layer on every row of every stripe (AMD Zen 4, frames
+    // 37x45 to 640x480): each output tile is computed from the same 6x6 input tile; only the unread last row differs.
+    if (t.b_impl.rfind("jit_wino_4x3", 0) != 0) throw;
+    return kind(1);
+  }
+}
+
 std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Block1Template& t, int rows) {
   const ThreadsFor one(1, threads_);
   const model::Conv& ca = wt.encoder[0];
@@ -589,9 +667,7 @@ std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Bl
   for (const Stripe& st : stripes_of(h_ / 2 * 2, rows)) {
     const int r = st.y1 - st.y0;
     const memory::desc s1({1, ca.out_channels, r + 2, w_}, t.a_out.data_type(), t.a_layout.t);
-    const memory::desc s2({1, cb.out_channels, r, w_}, t.b_out.data_type(), t.b_layout.t);
     s1_bytes = std::max(s1_bytes, s1.get_size());
-    s2_bytes = std::max(s2_bytes, s2.get_size());
     if (!t.a_impl.empty()) {
       const memory::desc in({1, 1, r + 4, w_}, dt::f32, tag::nchw);
       in_bytes = std::max(in_bytes, in.get_size());
@@ -599,8 +675,8 @@ std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Bl
           conv_kind(ca, in, 0.f, w_, true, {r + 4, r + 2, 0, 0}, &s1, false, "conv1a", t.a_impl.c_str(), t.a_alg);
       scratch = std::max(scratch, ka.pd.scratchpad_desc().get_size());
     }
-    const ConvKind& kb =
-        conv_kind(cb, s1, conv1a_.scale, w_, true, {r + 2, r, 0, 0}, &s2, false, "conv1b", t.b_impl.c_str(), t.b_alg);
+    const ConvKind& kb = stripe_conv1b(cb, t, s1, r);
+    s2_bytes = std::max(s2_bytes, kb.dst_given.get_size());
     scratch = std::max(scratch, kb.pd.scratchpad_desc().get_size());
     if (kb.pd.src_desc() != s1) temp = std::max(temp, kb.pd.src_desc().get_size());
   }
@@ -643,7 +719,7 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
   const RowLayout& b_layout = t.b_layout;
   const RowLayout& p_layout = t.p_layout;
   const memory p1 = new_activation(p1_md);
-  if (precision_ == Precision::Int8) scale_[p1.get()] = out_scale("conv1b");
+  if (act_max_) scale_[p1.get()] = out_scale("conv1b");
 
   // conv1b rows [0, 2 * (h / 2)): pool1 floors an odd height, so the last row of an odd frame is never read.
   stripes_ = stripes_of(h_ / 2 * 2, stripe_rows);
@@ -684,7 +760,7 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
       mplan_.grow(lane.s1, s1_md.get_size());
       const memory s1 = block_memory(s1_md, lane.s1);
       prog.first_row = std::make_shared<int>(0);
-      if (precision_ == Precision::Int8) {
+      if (conv1a_u8()) {
         add_conv1a_u8(prog.steps, prog.first_row, rows + 2, s1, l);
       } else {
         // conv1a reads its input rows from a lane buffer holding zeros where they are outside the frame, "valid" in
@@ -701,18 +777,21 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
         if (shape.top) add_zero_rows(prog.steps, s1, a_layout, 0, 1);
         if (s.y1 + 1 > h_) add_zero_rows(prog.steps, s1, a_layout, h_ - s.y0 + 1, rows + 2);
       }
-      // conv1b: valid in height, frame rows [y0, y1).
-      const memory::desc s2_md({1, cb.out_channels, rows, w_}, b_out.data_type(), b_layout.t);
+      // conv1b: valid in height, frame rows [y0, y1) (and a row nothing reads, see stripe_conv1b).
+      const ConvKind& kb = stripe_conv1b(cb, t, s1_md, rows);
+      const memory::desc s2_md = kb.dst_given;
+      const ConvRows b_rows = kb.rows;
       mplan_.grow(lane.s2, s2_md.get_size());
       const memory s2 = block_memory(s2_md, lane.s2);
-      add_conv(prog.steps, cb, s1, w_, true, {rows + 2, rows, 0, 0}, &s2, false, "conv1b", b_impl.c_str(), t.b_alg);
-      // pool1: each channel piece of the stripe into its rows of pool1's output (aimed per stripe).
+      add_conv(prog.steps, cb, s1, w_, true, b_rows, &s2, false, "conv1b", b_impl.c_str(), t.b_alg);
+      // pool1: each channel piece of the stripe (its first `rows` rows) into its rows of pool1's output (aimed per
+      // stripe).
       const memory::desc src_md({1, b_layout.block, rows, w_}, b_out.data_type(), b_layout.t);
       const memory::desc dst_md({1, b_layout.block, rows / 2, w_ / 2}, b_out.data_type(), b_layout.t);
       for (int j = 0; j < cb.out_channels / b_layout.block; ++j) {
-        const memory src = block_memory(src_md, lane.s2, j * piece_bytes(b_layout, b_out.data_type(), rows, w_));
+        const memory src = block_memory(src_md, lane.s2, j * piece_bytes(b_layout, b_out.data_type(), b_rows.oh, w_));
         const memory dst(dst_md, eng_, DNNL_MEMORY_NONE);
-        if (precision_ == Precision::Int8) {
+        if (act_max_) {
           scale_[src.get()] = scale_of(s2);
           scale_[dst.get()] = scale_of(s2);
         }
@@ -790,18 +869,21 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
   // fp32 on the golden images: 0.917 all-bf16, 0.946 with conv1a f32; conv1a is 3% of the f32 forward). In bf16 its
   // f32 output is converted by the input reorder of conv1b; int8 does not come here for conv1a (add_conv1a_u8
   // rounds its f32 sums straight to u8).
-  const bool int8 = precision_ == Precision::Int8 && c.in_channels > 1;
-  const dt ldt = c.in_channels == 1 ? dt::f32 : int8 ? dt::u8 : act_dt_;
+  const LayerType type = c.in_channels == 1 ? LayerType::F32 : type_of(label);
+  const bool int8 = type == LayerType::Int8;
+  const dt ldt = read_type(type);
+  const dt out_dt = output ? dt::f32 : dst_type(label, type);
+  k.type = type;
   const memory::desc src_any({1, c.in_channels, rows.ih, ww}, ldt, tag::any);
   // Activations in oneDNN's blocked layout for this ISA: the Winograd and the classic direct JIT kernels read and
   // write it, so consecutive layers never need a reorder (format_tag::any would let oneDNN 2.6 pick channels-last
   // for its brgemm kernels, which measured slower here and forces reorders around every Winograd layer).
   // bf16 and int8 layers let oneDNN pick (it picks its channels-last brgconv kernels, which also cover AMX on CPUs
   // that have it; for bf16 here the blocked jit_bf16 kernels cost the same CPU time, 620-630 ms per forward).
-  const tag act = c.out_channels % block_ == 0 && ldt == dt::f32 ? block_tag_ : tag::any;
+  const tag act = c.out_channels % block_ == 0 && type == LayerType::F32 ? block_tag_ : tag::any;
   const memory::desc w_any({c.out_channels, c.in_channels, c.kernel, c.kernel}, int8 ? dt::s8 : ldt, tag::any);
   const memory::desc b_md({c.out_channels}, dt::f32, tag::x);
-  memory::desc dst_md = dst_given ? *dst_given : memory::desc({1, c.out_channels, rows.oh, ww}, ldt, act);
+  memory::desc dst_md = dst_given ? *dst_given : memory::desc({1, c.out_channels, rows.oh, ww}, out_dt, act);
 
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -815,11 +897,11 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
   //   input q_x = x * s_in (u8; s_in = 255 / calibrated max of the producer), weights q_w = w * ws[o] (s8,
   //   ws[o] = 127 / max|w[o]|, per output channel), acc = sum q_x q_w ~ s_in ws[o] sum x w,
   //   bias' = b[o] s_in ws[o], oscale[o] = s_out / (s_in ws[o]) with s_out = 255 / calibrated max of this layer
-  //   (u8 output), or 1 for the f32 logits / descriptors.
+  //   (u8 output), or 1 for an f32 / bf16 output (the logits, the descriptors, a layer of another type).
   if (int8) {
     k.s_in = s_in;
     if (!(s_in > 0)) throw Error(ErrorKind::Internal, std::string("int8: no input scale for ") + label);
-    if (!output) k.s_out = out_scale(label);
+    if (out_dt == dt::u8) k.s_out = out_scale(label);
     std::vector<float> oscale;
     const std::size_t per_out = c.weight.size() / static_cast<std::size_t>(c.out_channels);
     for (int o = 0; o < c.out_channels; ++o) {
@@ -831,8 +913,8 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
     }
     attr.set_output_scales(1 << 1, oscale);
   }
-  // oneDNN 2.6 has Winograd kernels for f32 only: bf16 layers are direct unless SUPERPOINT_RT_CONV_ALGO says
-  // otherwise (then the fallback below records "winograd->direct").
+  // oneDNN 2.6 has Winograd kernels for f32 only: bf16 and int8 layers are direct unless SUPERPOINT_RT_CONV_ALGO
+  // says otherwise (then the fallback below records "winograd->direct").
   const ConvAlgo algo = choose_conv_algo({c.in_channels, c.out_channels, c.kernel, rows.oh, ww},
                                          avx512_core_ && ldt == dt::f32, layer_override(algo_override_, label).c_str());
   auto make_pd = [&](dnnl::algorithm alg, const memory::desc& s) {
@@ -847,12 +929,38 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
                                                             : dnnl::algorithm::convolution_direct;
   k.algo = to_string(algo);
   k.alg = want;
+  // Which f32 Winograd kernel oneDNN 2.6 picks depends on the thread count at creation: F(2x2, 3x3)
+  // (jit_fp32_wino_2x3) only while the layer's input fits a cache budget that grows with the threads, else F(4x4, 3x3)
+  // (jit_wino_4x3); the two round differently. Each kernel on its own gives the same bits at every thread count
+  // (measured on AMD Zen 4 for every SuperPoint layer shape at frames from 52x76 to 1600x1200, 1 to 32 threads,
+  // tests/backend: Precision.*AcrossRunsPlansAndThreadCounts). So the kernel is the one oneDNN picks at ONE thread,
+  // whatever the thread count: it is created (and run, Step::threads) at the largest thread count <= the plan's at
+  // which oneDNN still picks it. F(4x4, 3x3) gives way to F(2x2, 3x3) only for small layers (e.g. conv1b at
+  // 104x152 from 3 threads on Zen 4), which then run on fewer threads; at 640x480 every layer keeps every thread.
+  // A stripe (made for one thread, on its lane) is the one-thread choice for its own shape, which must be the
+  // unstriped layer's (checked below): the stripes then compute what the unstriped layer computes.
   // A stripe uses the unstriped layer's algorithm and nothing else: oneDNN 2.6 lists its Winograd implementations
   // for a direct convolution too, and creating one from such a descriptor crashes (found with a 16-row stripe).
+  const int caller_threads = omp_get_max_threads();
   auto make_any_algo = [&](const memory::desc& s) {
+    k.threads = 0;
     try {
+      if (want == dnnl::algorithm::convolution_winograd && !impl) {
+        omp_set_num_threads(1);
+        const std::string chosen = make_pd(want, s).impl_info_str();  // throws: no Winograd kernel
+        for (int t = caller_threads; t >= 1; --t) {
+          omp_set_num_threads(t);
+          auto p = make_pd(want, s);
+          if (chosen != p.impl_info_str()) continue;
+          omp_set_num_threads(caller_threads);
+          if (t != caller_threads) k.threads = t;
+          return p;
+        }
+      }
+      omp_set_num_threads(caller_threads);
       return make_pd(want, s);
     } catch (const dnnl::error&) {
+      omp_set_num_threads(caller_threads);
       if (want == dnnl::algorithm::convolution_direct || impl) throw;
       k.algo = std::string(to_string(algo)) + "->direct";  // no Winograd kernel for this shape / ISA
       k.alg = dnnl::algorithm::convolution_direct;
@@ -873,7 +981,7 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
     // write its own layout and reorder into the output buffer instead of running oneDNN's slow reference kernel.
     // The same when the blocked activation layout has no JIT kernel (conv1a on SSE4.1): any layout oneDNN likes.
     if (is_ref(k.pd) && !impl) {
-      dst_md = memory::desc({1, c.out_channels, rows.oh, ww}, output ? dt::f32 : ldt, tag::any);
+      dst_md = memory::desc({1, c.out_channels, rows.oh, ww}, out_dt, tag::any);
       k.pd = make_any_algo(src_any);
       k.reorder_out = output;
     }
@@ -898,11 +1006,15 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
 
 void OneDnnExecutor::realise(ConvKind& k, const model::Conv& c) {
   if (k.prim) return;
-  k.prim = dnnl::convolution_forward(k.pd);
+  {
+    // The JIT kernel is generated for the thread count its pd was made for.
+    const ThreadsFor at(k.threads ? k.threads : omp_get_max_threads(), omp_get_max_threads());
+    k.prim = dnnl::convolution_forward(k.pd);
+  }
   if (k.pd.src_desc() != k.src) {
     dnnl::primitive_attr rattr;
-    const bool quantise = precision_ == Precision::Int8 && c.in_channels > 1 && k.src.data_type() != dt::u8;
-    if (quantise) rattr.set_output_scales(0, {k.s_in});  // f32 -> u8
+    const bool quantise = k.type == LayerType::Int8 && k.src.data_type() != dt::u8;
+    if (quantise) rattr.set_output_scales(0, {k.s_in});  // f32 / bf16 -> u8
     k.src_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng_, k.src, eng_, k.pd.src_desc(), rattr));
   }
   // Weights: OIHW user memory -> the primitive's preferred layout, once per layout among the backend's plans.
@@ -951,13 +1063,17 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, co
     s.args.push_back({DNNL_ARG_SCRATCHPAD, scratch.get()});
     s.keep.push_back(scratch);
   }
+  s.threads = k.threads;
   if (record_ && !output) {
     s.label = label;
     s.out = out;
   }
   seq.push_back(std::move(s));
-  if (act_max_ && !output) scale_[out.get()] = k.s_out;
-  describe(label, k.algo + "(" + k.pd.impl_info_str() + ")");
+  // The scale a u8 reader of this activation quantises it with (its own input reorder when this layer writes f32 or
+  // bf16).
+  if (act_max_ && !output) scale_[out.get()] = out_scale(label);
+  describe(label, std::string(to_string(k.type)) + ":" + k.algo + "(" + k.pd.impl_info_str() +
+                      (k.threads ? "@" + std::to_string(k.threads) + "t" : "") + ")");
   if (k.reorder_out) {
     seq.push_back(
         {dnnl::reorder(out, *dst), {{DNNL_ARG_FROM, out.get()}, {DNNL_ARG_TO, dst->get()}}, {out, *dst}, nullptr, {}});
@@ -971,11 +1087,19 @@ void OneDnnExecutor::init_conv1a_u8(const model::Conv& c) {
   conv1a_weight_ = c.weight;
   conv1a_bias_ = c.bias;
   conv1a_ = {conv1a_weight_.data(), conv1a_bias_.data(), c.out_channels, out_scale("conv1a")};
-  const bool avx512 = util::best_isa() == util::Isa::Avx512 && c.out_channels % 16 == 0;
-  conv1a_row_ = avx512 ? detail::conv1a_u8_row_avx512 : detail::conv1a_u8_row_reference;
+  const util::Isa isa = util::best_isa();
+  const char* kernel = "reference";
+  conv1a_row_ = detail::conv1a_u8_row_reference;
+  if (isa == util::Isa::Avx512 && c.out_channels % 16 == 0) {
+    kernel = "avx512";
+    conv1a_row_ = detail::conv1a_u8_row_avx512;
+  } else if (isa != util::Isa::Scalar && c.out_channels % 8 == 0) {
+    kernel = "avx2";
+    conv1a_row_ = detail::conv1a_u8_row_avx2;
+  }
   conv1a_scratch_ =
       AlignedBuffer(sizeof(float) * detail::conv1a_u8_scratch_floats(w_) * static_cast<std::size_t>(threads_));
-  description_ += std::string("conv1a:direct_u8(") + (avx512 ? "avx512" : "reference") + ") ";
+  description_ += std::string("conv1a:f32:direct_u8(") + kernel + ") ";
   described_["conv1a"] = true;
 }
 
@@ -1110,22 +1234,20 @@ void OneDnnExecutor::execute(std::vector<Step>& seq, dnnl::stream& stream) {
       s.fn();
       continue;
     }
+    const int caller_threads = s.threads ? omp_get_max_threads() : 0;
+    if (s.threads) omp_set_num_threads(s.threads);
     const dnnl_status_t st =
         dnnl_primitive_execute(s.prim.get(), stream.get(), static_cast<int>(s.args.size()), s.args.data());
+    if (s.threads) omp_set_num_threads(caller_threads);
     if (st != dnnl_success) {
       throw Error(ErrorKind::Internal, "oneDNN primitive execution failed (status " + std::to_string(st) + ")");
     }
-    if (record_ && s.label) {  // calibration pass (f32): raise the layer's maximum
+    if (record_ && s.label) {  // calibration pass (f32): raise the layer's entry to this plane's percentile
       stream.wait();
       const float* v = static_cast<const float*>(s.out.get_data_handle());
-      const std::size_t n = s.out.get_desc().get_size() / sizeof(float);  // padding is zero: harmless for a max
-      // The maximum, not a percentile: clipping measured worse (int8 keypoint Jaccard vs fp32 on the golden
-      // images 0.70 with the max, 0.73 / 0.55 clipping at the 99.99th / 99.9th percentile but with far worse
-      // minimums: saturated strong responses move keypoints).
-      float m = 0;
-      for (std::size_t i = 0; i < n; ++i) m = std::max(m, v[i]);
+      const std::size_t n = s.out.get_desc().get_size() / sizeof(float);  // no padding: channels are multiples of 8
       float& r = (*record_)[s.label];
-      r = std::max(r, m);
+      r = std::max(r, percentile(v, n, clip_));
     }
   }
 }
@@ -1137,6 +1259,20 @@ void OneDnnExecutor::run(const float* input, bool descriptors) {
   execute(trunk_, stream_);
   if (descriptors) execute(desc_head_, stream_);
   if (dnnl_stream_wait(stream_.get()) != dnnl_success) throw Error(ErrorKind::Internal, "oneDNN stream wait failed");
+}
+
+// SUPERPOINT_RT_INT8_CLIP (experiments): "max" or "pP" (0 < P <= 100), the calibration percentile; default
+// kDefaultClip.
+constexpr double kDefaultClip = 99.99;
+double clip_percentile(const char* env) {
+  if (!env || !*env) return kDefaultClip;
+  const std::string v = env;
+  if (v == "max") return 100;
+  char* end = nullptr;
+  const double p = v.size() > 1 && v[0] == 'p' ? std::strtod(v.c_str() + 1, &end) : 0;
+  if (!end || *end || !(p > 0 && p <= 100))
+    throw Error(ErrorKind::InvalidArgument, "SUPERPOINT_RT_INT8_CLIP=\"" + v + "\" is not max or pP (0 < P <= 100)");
+  return p;
 }
 
 class OneDnnBackend final : public Backend {
@@ -1154,7 +1290,9 @@ class OneDnnBackend final : public Backend {
     } catch (const dnnl::error& e) {
       internal("engine creation", e);
     }
-    if (precision_ == Precision::Int8) calibrate(o.calibration);
+    plan_ = layer_plan(precision_, std::getenv("SUPERPOINT_RT_LAYER_PRECISION"));
+    int8_ = std::any_of(plan_.begin(), plan_.end(), [](const auto& e) { return e.second == LayerType::Int8; });
+    if (int8_) calibrate(o.calibration, clip_percentile(std::getenv("SUPERPOINT_RT_INT8_CLIP")));
   }
   std::string name() const override { return "onednn"; }
   std::string device() const override { return "cpu"; }
@@ -1163,33 +1301,24 @@ class OneDnnBackend final : public Backend {
   std::size_t workspace_bytes() const override { return workspace_->mapped_bytes(); }
   std::size_t weights_bytes() const override { return weight_cache_->bytes(); }
   std::unique_ptr<Executor> plan(const PlanOptions& options) override {
-    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, precision_, eng_, workspace_, weight_cache_,
-                                            precision_ == Precision::Int8 ? &act_max_ : nullptr);
+    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, plan_, eng_, workspace_, weight_cache_,
+                                            int8_ ? &act_max_ : nullptr);
   }
 
  private:
-  // int8: the per-layer maxima of the fp32 network's activations over the calibration planes (a plain fp32 plan
-  // per plane size, run once per plane), or over the built-in synthetic images when none are given.
-  void calibrate(const std::vector<CalibrationPlane>& given) {
-    std::vector<CalibrationPlane> planes = given;
-    if (planes.empty()) {
-      for (std::uint32_t seed = 1; seed <= 3; ++seed) {
-        const Image im = image::synthetic_image(640, 480, seed);
-        CalibrationPlane p{480, 640, std::vector<float>(640 * 480)};
-        const int ch = im.format == PixelFormat::RGB ? 3 : 1;
-        // Channel 0: what the engine feeds for a colour image by default (engine.cpp, step 2).
-        for (std::size_t i = 0; i < p.pixels.size(); ++i) p.pixels[i] = im.pixels[i * ch] / 255.0f;
-        planes.push_back(std::move(p));
-      }
-    }
+  // int8: per layer, the largest over the calibration planes of the `clip` percentile of the fp32 network's
+  // activations (a plain unstriped fp32 plan per plane size, run once per plane); default_calibration_planes() when
+  // none are given.
+  void calibrate(const std::vector<CalibrationPlane>& given, double clip) {
+    const std::vector<CalibrationPlane> planes = given.empty() ? default_calibration_planes() : given;
     for (const auto& p : planes) {
       if (p.pixels.size() != static_cast<std::size_t>(p.height) * p.width || p.pixels.empty()) {
         throw Error(ErrorKind::InvalidArgument, "int8 calibration plane of " + std::to_string(p.width) + "x" +
                                                     std::to_string(p.height) + " has " +
                                                     std::to_string(p.pixels.size()) + " pixels");
       }
-      OneDnnExecutor ex(weights_, {p.height, p.width, 0}, threads_, Precision::Fp32, eng_, workspace_, weight_cache_,
-                        nullptr, &act_max_);
+      OneDnnExecutor ex(weights_, {p.height, p.width, 0}, threads_, default_layer_plan(Precision::Fp32), eng_,
+                        workspace_, weight_cache_, nullptr, &act_max_, clip);
       ex.run(p.pixels.data(), true);
     }
   }
@@ -1197,6 +1326,8 @@ class OneDnnBackend final : public Backend {
   model::Weights weights_;
   int threads_;
   Precision precision_;
+  LayerPlan plan_;
+  bool int8_ = false;  // the plan has an Int8 layer
   dnnl::engine eng_;
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();  // shared by every plan (workspace.hpp)
   std::shared_ptr<WeightCache> weight_cache_ = std::make_shared<WeightCache>();
@@ -1226,16 +1357,83 @@ Precision parse_precision(const std::string& name) {
     return Precision::Bf16;
   }
   if (name == "int8") {
-    // u8 x s8 convolutions need AVX-512 (VNNI to be fast); below it oneDNN falls back to slow kernels.
-    if (!util::cpu_features().avx512()) {
+    // oneDNN 2.6 has u8 x s8 JIT convolutions from AVX2 on (VNNI / AMX make them fast) and conv1a_u8 an AVX2 kernel;
+    // below AVX2 only reference kernels.
+    if (!util::cpu_features().avx2_fma()) {
       throw Error(ErrorKind::InvalidArgument,
-                  "precision \"int8\" needs a CPU with AVX-512 (avx512f/bw/vl/dq), which this CPU lacks (or "
-                  "SUPERPOINT_RT_ISA caps it); use precision \"fp32\"");
+                  "precision \"int8\" needs a CPU with AVX2 and FMA, which this CPU lacks (or SUPERPOINT_RT_ISA caps "
+                  "it); use precision \"fp32\"");
     }
     return Precision::Int8;
   }
   throw Error(ErrorKind::InvalidArgument,
               "precision \"" + name + "\" is not offered by the oneDNN backend (supported: fp32, bf16, int8)");
+}
+
+const char* to_string(LayerType t) noexcept {
+  switch (t) {
+    case LayerType::F32: return "f32";
+    case LayerType::Bf16: return "bf16";
+    case LayerType::Int8: return "int8";
+  }
+  return "f32";
+}
+
+LayerPlan default_layer_plan(Precision p) {
+  static const char* kLayers[] = {"conv1a", "conv1b", "conv2a",  "conv2b",  "conv3a",       "conv3b",
+                                  "conv4a", "conv4b", "score_a", "score_b", "descriptor_a", "descriptor_b"};
+  LayerPlan plan;
+  for (const char* l : kLayers) plan[l] = LayerType::F32;
+  if (p == Precision::Fp32) return plan;
+  const LayerType low = p == Precision::Bf16 ? LayerType::Bf16 : LayerType::Int8;
+  for (const char* l : kLayers) plan[l] = low;
+  plan["conv1a"] = LayerType::F32;  // one input channel: the exact plane, 3% of the f32 forward
+  // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
+  // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
+  //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97).
+  //   int8 all-int8 0.9524 / 0.8794; conv1b and conv2a in bf16 0.9760 / 0.9430 (asked: 0.97 / 0.90).
+  // The price: both mixed plans take 1.45-1.6x the all-bf16 / all-int8 forward without AMX (measured), so int8
+  // keeps its integer conv1b where the CPU has no bf16 kernels: there f32 would cost more still (AVX2: int8 must
+  // stay 1.6x faster than fp32).
+  if (p == Precision::Bf16) {
+    for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
+  } else if (util::cpu_features().avx512_bf16) {
+    for (const char* l : {"conv1b", "conv2a"}) plan[l] = LayerType::Bf16;
+  }
+  return plan;
+}
+
+LayerPlan layer_plan(Precision p, const char* override_value) {
+  LayerPlan plan = default_layer_plan(p);
+  if (!override_value || !*override_value) return plan;
+  const std::string v = override_value;
+  std::size_t at = 0;
+  while (at <= v.size()) {
+    const std::size_t end = std::min(v.find(',', at), v.size());
+    const std::string item = v.substr(at, end - at);
+    const std::size_t eq = item.find('=');
+    const std::string layer = item.substr(0, eq), type = eq == std::string::npos ? "" : item.substr(eq + 1);
+    LayerType t;
+    if (type == "f32")
+      t = LayerType::F32;
+    else if (type == "bf16")
+      t = LayerType::Bf16;
+    else if (type == "int8")
+      t = LayerType::Int8;
+    else
+      throw Error(ErrorKind::InvalidArgument,
+                  "SUPERPOINT_RT_LAYER_PRECISION entry \"" + item + "\" is not layer=f32|bf16|int8");
+    if (layer == "*") {
+      for (auto& e : plan) e.second = t;
+    } else if (plan.count(layer)) {
+      plan[layer] = t;
+    } else {
+      throw Error(ErrorKind::InvalidArgument, "SUPERPOINT_RT_LAYER_PRECISION: unknown layer \"" + layer + "\"");
+    }
+    at = end + 1;
+  }
+  plan["conv1a"] = LayerType::F32;
+  return plan;
 }
 
 const char* to_string(ConvAlgo a) noexcept {
@@ -1259,12 +1457,13 @@ ConvAlgo choose_conv_algo(const ConvShape& s, bool avx512_core, const char* over
   // The rule, from measurements on the development machine (Xeon with AVX-512, no AMX; oneDNN 2.6.3), see
   // tests/backend/test_onednn.cpp and the numbers in the comments here:
   //  * oneDNN's f32 Winograd needs avx512_core, 3x3 stride 1, IC and OC multiples of 16.
-  //  * With OC <= 128 oneDNN picks jit_fp32_wino_2x3 (F(2x2,3x3)): 1.6-2x faster than direct on conv1b..conv4b
-  //    (conv1b: 83 vs 135 ms per call at 1 thread), bit-identical at 1, 2 and 3 threads, and NOT less accurate
+  //  * With OC <= 128 oneDNN picks jit_fp32_wino_2x3 (F(2x2,3x3)) on that Xeon, jit_wino_4x3 (F(4x4,3x3)) for most
+  //    frames on AMD Zen 4 (which kernel: see add_conv's make_any_algo, the kernel of one thread): 1.5-2x faster
+  //    than direct on conv1b..conv4b (conv1b: 83 vs 135 ms per call at 1 thread), and NOT less accurate
   //    here: against a float64 evaluation of the network on golden/dense/icl_250 the softmax score error is
   //    1.23e-6 with it, 1.79e-6 all-direct, 1.68e-6 for PyTorch itself (vs the PyTorch golden: 1.74e-6 / 4.9e-7).
-  //  * With OC = 256 (score_a, descriptor_a) oneDNN picks jit_wino_4x3 (F(4x4,3x3)), whose output changes with the
-  //    thread count (measured) and which is less accurate (all-Winograd: 2.6e-6 vs float64): direct.
+  //  * With OC = 256 (score_a, descriptor_a) oneDNN picks jit_wino_4x3 (F(4x4,3x3)), which is less accurate there
+  //    (all-Winograd: 2.6e-6 vs float64): direct.
   //  * conv1a (IC = 1; Winograd measured 3x slower) and the 1x1 convolutions: direct.
   if (!avx512_core || s.kernel != 3 || s.in_channels % 16 != 0 || s.out_channels % 16 != 0) return ConvAlgo::Direct;
   if (s.out_channels > 128) return ConvAlgo::Direct;

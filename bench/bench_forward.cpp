@@ -1,7 +1,9 @@
-// bench_forward: median wall time of Executor::run(true) (and run(false)) on the 640x480 network frame at 1 and 2
-// threads, oneDNN backend, per precision (fp32 by default).
+// bench_forward: median wall time of Executor::run(true) (and run(false)) on the 640x480 network frame (or --frame)
+// at 1 and 2 threads, oneDNN backend, per precision (fp32 by default), and each plan's memory: the backend's shared
+// workspace after the runs (activations, scratch, outputs; backend/workspace.hpp) and its weights.
 //
-//   bench_forward [WEIGHTS_DIR] [--runs N] [--threads a,b,...] [--precision fp32,bf16,...]
+//   bench_forward [WEIGHTS_DIR] [--runs N] [--threads a,b,...] [--precision fp32,bf16,...] [--frame WxH]
+//                 [--stripe-rows N]   (PlanOptions::stripe_rows: -1 the rule, 0 unstriped)
 // With several precisions the runs are INTERLEAVED (fp32, bf16, fp32, bf16, ...) at each thread count, so that the
 // noise of a shared machine hits every mode alike; the ratio line compares medians measured side by side.
 // WEIGHTS_DIR defaults to $SUPERPOINT_RT_SHARED/weights/superpoint (else ../shared/weights/superpoint).
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   int runs = 15;
   std::vector<int> threads{1, 2};
   std::vector<std::string> precisions{"fp32"};
+  int fw = 640, fh = 480, stripe_rows = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--runs" && i + 1 < argc) {
@@ -57,6 +60,13 @@ int main(int argc, char** argv) {
       for (const auto& t : split(argv[++i])) threads.push_back(std::atoi(t.c_str()));
     } else if (a == "--precision" && i + 1 < argc) {
       precisions = split(argv[++i]);
+    } else if (a == "--frame" && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%dx%d", &fw, &fh) != 2 || fw < 8 || fh < 8) {
+        std::fprintf(stderr, "bench_forward: --frame WxH, each side >= 8\n");
+        return 2;
+      }
+    } else if (a == "--stripe-rows" && i + 1 < argc) {
+      stripe_rows = std::atoi(argv[++i]);
     } else {
       dir = a;
     }
@@ -85,10 +95,10 @@ int main(int argc, char** argv) {
         if (!plan.empty()) ::setenv("SUPERPOINT_RT_LAYER_PRECISION", plan.c_str(), 1);
         m.be = sp::backend::create_backend("cpu", weights, {t, p.substr(0, at)});
         ::unsetenv("SUPERPOINT_RT_LAYER_PRECISION");
-        m.ex = m.be->plan({480, 640});
+        m.ex = m.be->plan({fh, fw, stripe_rows});
         std::mt19937 rng(1);
         std::uniform_int_distribution<int> px(0, 255);
-        m.plane.resize(480 * 640);
+        m.plane.resize(static_cast<std::size_t>(fh) * static_cast<std::size_t>(fw));
         for (float& v : m.plane) v = static_cast<float>(px(rng)) / 255.0f;
         m.ex->run(m.plane.data(), true);  // warm-up (first-touch of the workspace, caches)
         m.ex->run(m.plane.data(), false);
@@ -114,6 +124,10 @@ int main(int argc, char** argv) {
             "[%d runs]\n",
             m.precision.c_str(), m.be->threads(), median(m.full), *std::min_element(m.full.begin(), m.full.end()),
             median(m.cpu), median(m.kp_only), runs);
+        std::printf("memory %dx%d threads=%d: workspace %.1f MB (%.0f B per frame pixel), weights %.1f MB\n", fw, fh,
+                    m.be->threads(), static_cast<double>(m.be->workspace_bytes()) / 1e6,
+                    static_cast<double>(m.be->workspace_bytes()) / (static_cast<double>(fw) * fh),
+                    static_cast<double>(m.be->weights_bytes()) / 1e6);
         if (t == threads.front()) std::printf("plan: %s\n", m.ex->plan_description().c_str());
       }
       for (std::size_t k = 1; k < modes.size(); ++k) {

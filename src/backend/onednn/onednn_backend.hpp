@@ -12,11 +12,12 @@
 // blocked and a reorder fills the output buffer). Primitives and reordered weights are created in plan(); run()
 // only executes.
 //
-// Memory (issue 19): a plan owns its primitives and weights (about 12 MB in fp32); its activations, scratchpads,
-// reorder buffers and outputs are blocks of the backend's one workspace (backend/workspace.hpp), placed by their
-// lifetimes, bound at run time. The full-resolution block runs in stripes (stripes.hpp, bit-identical), so the
-// busiest step is conv3b's Winograd transforms: fp32 at 2 threads on the development VM, 73 MB at 640x480 (was
-// 162 MB in two ping-pong arenas + scratch), 176 MB at 1024x768 (403), 443 MB at 1600x1200 (974).
+// Memory (issue 19): a plan owns its primitives; the weights in a primitive's layout are shared by the backend's
+// plans that want that layout (WeightCache, about 12 MB in fp32), and its activations, scratchpads, reorder buffers
+// and outputs are blocks of the backend's one workspace (backend/workspace.hpp), placed by their lifetimes, bound at
+// run time. The full-resolution block runs in stripes (stripes.hpp, bit-identical), so the busiest step is conv3b's
+// F(4x4,3x3) Winograd transforms (oneDNN's scratchpad, about 145-170 bytes per frame pixel): the workspace is
+// about 250 bytes per frame pixel in fp32 (bench/bench_forward --frame WxH prints it; docs/BENCHMARKS.md).
 //
 // Thread-safety: a Backend may be shared (plan() reads only immutable state); executors of one backend run one at a
 // time (they share the workspace).

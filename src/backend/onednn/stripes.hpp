@@ -11,8 +11,11 @@
 // Bit-identical to the unstriped block (tests/backend/test_stripes.cpp checks every path this machine has: fp32
 // direct and Winograd, AVX2 and SSE4.1 JIT kernels, bf16, int8) because every output value is computed by the same
 // implementation from the same inputs in the same order:
-//   * every stripe primitive is the implementation the unstriped layer uses (the plan looks it up by name and
-//     refuses to stripe if oneDNN has no such implementation for the stripe's shape);
+//   * every stripe primitive is the implementation the unstriped layer uses: oneDNN's choice at one thread (the
+//     plan's rule for the unstriped layer too, onednn_backend.cpp make_any_algo), compared by name; the plan refuses
+//     a stripe height for which oneDNN has no such implementation. A narrow stripe whose choice would be F(2x2,3x3)
+//     Winograd under an F(4x4,3x3) layer computes one more conv1b row that nothing reads, with bottom padding 1:
+//     F(2x2,3x3) takes only equal top and bottom padding, so oneDNN then picks F(4x4,3x3);
 //   * stripe boundaries are multiples of kStripeAlign rows, so Winograd's output tiles (F(4x4,3x3): 4 rows,
 //     F(2x2,3x3): 2 rows) start on the same frame rows as in the unstriped layer, and pool1's 2x2 windows too;
 //   * the direct kernels skip padded taps where the stripe reads explicit zeros: each skipped tap is an added

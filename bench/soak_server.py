@@ -51,8 +51,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Documented statuses per kind (docs/SERVING.md "Errors"); OVERLOAD is allowed for every image request.
 EXPECTED = {
-    "valid": {200}, "frames": {200}, "batch": {200}, "huge": {413}, "header_only": {400}, "garbage": {400, 415}, "aspect": {200},
-    "parts": {413}, "params": {422}, "method": {405}, "slow": {200},
+    "valid": {200}, "frames": {200}, "batch": {200}, "huge": {413}, "header_only": {400}, "garbage": {400, 415},
+    "aspect": {200}, "parts": {413}, "params": {422}, "method": {405}, "slow": {200},
 }
 OVERLOAD = {503, 504}
 
@@ -223,8 +223,10 @@ def frame_query(rng, max_side):
     r = rng.random()
     if r < 0.35:
         q.append(f"resize={rng.randint(16, max_side)}x{rng.randint(16, max_side)}")
-    elif r < 0.7:  # the images' aspect is at most 4:1, so the short side stays >= 16 (SERVING.md: smaller is 422)
-        q += ["resize=none", f"resize_max={rng.randint(80, max_side)}"] + (["resize_force=true"] if rng.random() < 0.5 else [])
+    elif r < 0.7:  # the images' aspect is at most 4:1: the short side stays >= 20 (SERVING.md: under 8 is 422)
+        q += ["resize=none", f"resize_max={rng.randint(80, max_side)}"]
+        if rng.random() < 0.5:
+            q.append("resize_force=true")
     return "?" + "&".join(q)
 
 
@@ -390,7 +392,8 @@ def main():
     ap.add_argument("--duration", type=float, default=1800, help="seconds of load (default 30 min)")
     ap.add_argument("--concurrency", type=int, default=4, help="client threads (default 4)")
     ap.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline (default 20%%)")
-    ap.add_argument("--rss-tolerance", type=float, default=0.05)
+    ap.add_argument("--rss-tolerance", type=float, default=0.05,
+                    help="largest relative RSS change after warm-up (inf: no resident-size check, e.g. under ASan)")
     ap.add_argument("--max-batch-parts", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the summary here")
@@ -437,7 +440,10 @@ def main():
         checks["rss_flat"] = abs(growth) <= a.rss_tolerance
         # The budget bounds what the engine holds; the process's own code, libraries and request bodies come on top
         # (its size at start, before any request).
-        checks["rss_under_budget"] = max((s[1] for s in samples), default=0) <= rss_start + a.memory_budget_mb * 1024
+        # (--rss-tolerance inf, AddressSanitizer: the resident size is not the program's, neither check applies.)
+        if a.mixed_frames and a.rss_tolerance != float("inf"):
+            peak = max((s[1] for s in samples), default=0)
+            checks["rss_under_budget"] = peak <= rss_start + a.memory_budget_mb * 1024
     finally:
         done.set()
         code = server.stop()

@@ -103,8 +103,9 @@ struct Options {
   /// Network-frame limit: a request whose frame (its resize rule applied to the image: resize, resize_max) has more
   /// pixels is refused with Error(TooLarge) naming the limit, before any resize plan, network plan or buffer of that
   /// frame is made (an explicit resize before the image is decoded). The memory a frame costs grows with its pixels
-  /// (about 520 bytes per frame pixel of activations at fp32). Params::kMinNetworkPixels .. Params::kMaxNetworkPixels;
-  /// `superpoint-rt serve` defaults to largest_preset_frame_pixels() (1600 x 1600).
+  /// (the network's workspace: about 230-250 bytes per frame pixel at fp32, docs/LIMITS.md).
+  /// Params::kMinNetworkPixels .. Params::kMaxNetworkPixels; `superpoint-rt serve` defaults to
+  /// largest_preset_frame_pixels() (1600 x 1600).
   std::int64_t max_frame_pixels = Params::kMaxNetworkPixels;
   /// Warm-up at load time.
   WarmupSpec warmup = WarmupSpec::defaults();

@@ -143,7 +143,7 @@ void cv_gray_of(const std::uint8_t* base, std::ptrdiff_t stride, int ch, const s
 
 struct Engine::Prepared {
   std::unique_ptr<engine::Context> ctx;
-  int width = 0, height = 0;     // original image size (after EXIF rotation on the cv2 paths)
+  int width = 0, height = 0;     // original image size (after the EXIF rotation when exif_orientation)
   int frame_w = 0, frame_h = 0;  // the network frame ctx->input holds
   Timing timing;
 };
@@ -420,10 +420,11 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
   if (encoded_name) {
     if (rp.pixels == PixelPath::Hf)
       decoded = decode_image(encoded, *encoded_name, options_.max_pixels);
-    else  // hloc / LightGlue: what cv2.imread returns, EXIF orientation applied
+    else  // hloc / LightGlue: what cv2.imread returns (with IMREAD_IGNORE_ORIENTATION unless exif_orientation)
       decoded =
           image::decode_image_cv2(encoded, *encoded_name, options_.max_pixels,
-                                  rp.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color);
+                                  rp.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color,
+                                  rp.exif_orientation ? image::Cv2Orientation::Apply : image::Cv2Orientation::Ignore);
     view = decoded.view();
   } else if (const auto* v = std::get_if<ImageView>(&input.source)) {
     view = *v;

@@ -336,6 +336,18 @@ def npz_seeds():
     return s
 
 
+def pairs_seeds():
+    """hloc pair lists (src/sfm/pairs.hpp): exhaustive and retrieval style, CRLF and CR line ends, blank lines, tabs,
+    names with folders, and the malformed lines the parser must refuse (one or three fields)."""
+    names = [f"db/{i:04d}.jpg" for i in range(5)] + ["query/q_1.jpg"]
+    exhaustive = "\n".join(f"{a} {b}" for i, a in enumerate(names) for b in names[i + 1:])
+    return [("exhaustive.txt", exhaustive.encode()), ("crlf.txt", exhaustive.replace("\n", "\r\n").encode()),
+            ("cr.txt", exhaustive.replace("\n", "\r").encode() + b"\r"),
+            ("blank_tabs.txt", b"\n\n a.jpg\t b.jpg \n\n\x0bc.jpg d.jpg\x0c\n"),
+            ("one_field.txt", b"a.jpg b.jpg\nc.jpg\n"), ("three_fields.txt", b"a.jpg b.jpg c.jpg\n"),
+            ("utf8.txt", "caf\u00e9/1.jpg caf\u00e9/2.jpg\n".encode()), ("empty.txt", b"")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -362,6 +374,8 @@ def main():
         c.add("hub", name, data)
     for name, data in npz_seeds():
         c.add("npz", name, data)
+    for name, data in pairs_seeds():
+        c.add("pairs", name, data)
     for h in sorted(p.name for p in a.out.iterdir() if p.is_dir()):
         n = sum(1 for _ in (a.out / h).iterdir())
         print(f"{h}: {n} seeds")

@@ -15,7 +15,8 @@ from ._batch import BatchExtractor, extract_folder, list_names, merge_features
 from ._image import draw_keypoints, read_image, write_png
 from ._model import SuperPoint
 from ._output import SuperPointOutput
+from ._sfm import colmap_database
 from ._synthetic import synthetic_image
 
 __all__ = ["SuperPoint", "SuperPointOutput", "draw_keypoints", "read_image", "synthetic_image", "write_png",
-           "__version__", "BatchExtractor", "extract_folder", "list_names", "merge_features"]
+           "__version__", "BatchExtractor", "extract_folder", "list_names", "merge_features", "colmap_database"]

@@ -26,9 +26,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 _DEFAULT_MODEL = "magic-leap-community/superpoint"
 
 
-def _load_batchcore():
-    # _batchcore is compiled into _core's shared object (python/src/batch.cpp); load it from that file.
-    name = __package__ + "._batchcore"
+def _load_submodule(short_name: str):
+    # _batchcore and _sfmcore are compiled into _core's shared object (python/src/batch.cpp, sfm.cpp); load them
+    # from that file.
+    name = __package__ + "." + short_name
     loader = importlib.machinery.ExtensionFileLoader(name, _core.__file__)
     spec = importlib.util.spec_from_file_location(name, _core.__file__, loader=loader)
     if spec is None:
@@ -38,7 +39,7 @@ def _load_batchcore():
     return module
 
 
-_batchcore = _load_batchcore()
+_batchcore = _load_submodule("_batchcore")
 
 
 def _paths(x: Union[PathLike, Iterable[PathLike], None]) -> List[str]:

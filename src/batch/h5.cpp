@@ -16,61 +16,13 @@
 #include <sstream>
 
 #include "batch/batch.hpp"
+#include "batch/hdf5.hpp"
 #include "util/file.hpp"
 #include "util/half.hpp"
 
 namespace superpoint_rt::batch {
 namespace fs = std::filesystem;
 namespace {
-
-// ---- HDF5 handles ------------------------------------------------------------------------------------------------
-
-/// Owns one HDF5 identifier; `close` is the matching H5?close.
-class Hid {
- public:
-  Hid(hid_t id, herr_t (*closer)(hid_t)) : id_(id), close_(closer) {}
-  Hid(Hid&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
-  Hid(const Hid&) = delete;
-  Hid& operator=(const Hid&) = delete;
-  ~Hid() {
-    if (id_ >= 0) close_(id_);
-  }
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
-  /// Closes now and reports failure (a failed H5Fclose means the data did not reach the file).
-  herr_t close() {
-    herr_t r = 0;
-    if (id_ >= 0) r = close_(id_);
-    id_ = -1;
-    return r;
-  }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-/// Debian's HDF5 is built without its thread-safety option: every public function of this file that touches HDF5
-/// holds this lock (recursive: merge_h5 calls list_h5_names), so concurrent batch runs (e.g. two Python threads)
-/// are safe.
-std::recursive_mutex& hdf5_mutex() {
-  static std::recursive_mutex m;
-  return m;
-}
-
-/// HDF5 prints its error stack to stderr by default; we report our own errors with the file name instead.
-void quiet_hdf5() {
-  static std::atomic<bool> done{false};
-  if (!done.exchange(true)) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-}
-
-[[noreturn]] void io_error(const std::string& what, const std::string& path) {
-  throw Error(ErrorKind::Io, what + ": " + path);
-}
-
-void check(herr_t r, const std::string& what, const std::string& path) {
-  if (r < 0) io_error(what, path);
-}
 
 /// h5py's float16: IEEE binary16 as an HDF5 float type (HDF5 1.10 has no predefined one).
 hid_t make_f16_type() {
@@ -123,13 +75,6 @@ void write_group(hid_t file, const std::string& name, const HlocFeatures& h, boo
   write_dataset(g.get(), "image_size", H5T_STD_I64LE, H5T_NATIVE_INT64, {2}, size, where);
 }
 
-Hid open_file(const std::string& path, unsigned flags) {
-  quiet_hdf5();
-  Hid f(H5Fopen(path.c_str(), flags, H5P_DEFAULT), H5Fclose);
-  if (!f.ok()) io_error("cannot open HDF5 file (missing, not HDF5, or damaged)", path);
-  return f;
-}
-
 Hid create_file(const std::string& path) {
   quiet_hdf5();
   Hid f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
@@ -155,9 +100,26 @@ std::vector<std::string> names_of(hid_t file, const std::string& path) {
 
 }  // namespace
 
+std::recursive_mutex& hdf5_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+void quiet_hdf5() {
+  static std::atomic<bool> done{false};
+  if (!done.exchange(true)) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+Hid open_h5(const std::string& path, unsigned flags) {
+  quiet_hdf5();
+  Hid f(H5Fopen(path.c_str(), flags, H5P_DEFAULT), H5Fclose);
+  if (!f.ok()) io_error("cannot open HDF5 file (missing, not HDF5, or damaged)", path);
+  return f;
+}
+
 std::vector<std::string> list_h5_names(const std::string& path) {
   std::lock_guard lock(hdf5_mutex());
-  Hid f = open_file(path, H5F_ACC_RDONLY);
+  Hid f = open_h5(path, H5F_ACC_RDONLY);
   return names_of(f.get(), path);
 }
 
@@ -267,14 +229,14 @@ std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& 
       fs::copy_file(output, tmp, fs::copy_options::overwrite_existing, ec);
       if (ec) io_error("cannot copy to " + tmp + " (" + ec.message() + ")", output);
     }
-    Hid dst = existing ? open_file(tmp, H5F_ACC_RDWR) : create_file(tmp);
+    Hid dst = existing ? open_h5(tmp, H5F_ACC_RDWR) : create_file(tmp);
     std::set<std::string> present;
     if (existing)
       for (auto& n : names_of(dst.get(), tmp)) present.insert(n);
     Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
     H5Pset_create_intermediate_group(lcpl.get(), 1);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      Hid src = open_file(inputs[i], H5F_ACC_RDONLY);
+      Hid src = open_h5(inputs[i], H5F_ACC_RDONLY);
       for (const auto& n : names[i]) {
         if (present.count(n)) check(H5Ldelete(dst.get(), n.c_str(), H5P_DEFAULT), "cannot replace " + n, tmp);
         check(H5Ocopy(src.get(), n.c_str(), dst.get(), n.c_str(), H5P_DEFAULT, lcpl.get()), "cannot copy " + n,

@@ -46,7 +46,7 @@ struct ColmapOptions {
   std::string database;                  // the COLMAP database to write (.db)
   std::string images;                    // the image folder (optional): checks each image's file and size
   bool single_camera = false;            // one camera for every image (COLMAP's --ImageReader.single_camera)
-  std::optional<float> min_match_score;  // keep matches whose score is above this (hloc's min_match_score)
+  std::optional<float> min_match_score;  // keep matches scoring above this (hloc's min_match_score; 0 = all, as hloc)
   bool overwrite = false;                // replace an existing database
 };
 

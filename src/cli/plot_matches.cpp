@@ -14,11 +14,12 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: superpoint-rt plot-matches NAME0 NAME1 --features F.h5 --matches M.h5 --images DIR -o PAIR.png\n"
-    "         [--database DATABASE.db] [--height PX]\n"
+    "         [--database DATABASE.db] [--height PX] [--max-lines N]\n"
     "Draws the two images side by side (at one height: the smaller image's, at most 900, or --height) with a line\n"
     "per match of M.h5 (hloc's layout), coloured from red to green by its score; with --database (a COLMAP database\n"
     "after pycolmap.verify_matches or colmap matches_importer), green for COLMAP's verified inliers and faint red for\n"
-    "the matches it rejected. NAME0 and NAME1 are image names as in F.h5.\n";
+    "the matches it rejected. --max-lines N draws N matches spread evenly over the list (the counts stay those of\n"
+    "all). NAME0 and NAME1 are image names as in F.h5.\n";
 
 }  // namespace
 
@@ -42,6 +43,8 @@ int plot_matches_main(int argc, char** argv) {
       o.database = args.value(a);
     else if (a == "--output" || a == "-o")
       o.output = args.value(a);
+    else if (a == "--max-lines")
+      o.max_lines = static_cast<std::size_t>(args.int_value(a, 0, 1 << 30, "0.. (0 = all)"));
     else if (a == "--height")
       o.height = args.int_value(a, 16, sfm::kMaxPlotHeight, "16.." + std::to_string(sfm::kMaxPlotHeight));
     else if (a.rfind("-", 0) == 0 && a.size() > 1)
@@ -57,6 +60,7 @@ int plot_matches_main(int argc, char** argv) {
     if (value->empty()) throw UsageError(std::string("plot-matches: ") + flag + " is required\n" + kUsage);
   const sfm::MatchPlotReport r = sfm::plot_matches(o);
   std::cout << "wrote " << o.output << " (" << r.width << "x" << r.height << "): " << r.matches << " matches";
+  if (r.drawn < r.matches) std::cout << " (" << r.drawn << " drawn)";
   if (r.inliers >= 0) std::cout << ", " << r.inliers << " verified by COLMAP";
   std::cout << "\n";
   return 0;

@@ -175,10 +175,11 @@ ColmapReport write_colmap_database(const ColmapOptions& o) {
         ++report.pairs_duplicate;
         continue;
       }
-      batch::FileMatches m =
-          matches.read(p.name0, p.name1, num_keypoints[static_cast<std::size_t>(id0 - 1)],
-                       num_keypoints[static_cast<std::size_t>(id1 - 1)], o.min_match_score.has_value());
-      if (o.min_match_score) filter_by_score(m, *o.min_match_score);
+      // hloc: `if min_match_score: matches = matches[scores > min_match_score]`, so 0 filters nothing.
+      const bool by_score = o.min_match_score && *o.min_match_score != 0.0f;
+      batch::FileMatches m = matches.read(p.name0, p.name1, num_keypoints[static_cast<std::size_t>(id0 - 1)],
+                                          num_keypoints[static_cast<std::size_t>(id1 - 1)], by_score);
+      if (by_score) filter_by_score(m, *o.min_match_score);
       if (id0 > id1)  // COLMAP's WriteMatches: the smaller image id's indices first
         for (std::size_t k = 0; k < m.pairs.size(); k += 2) std::swap(m.pairs[k], m.pairs[k + 1]);
       db.add_matches(pair_id, m.pairs);

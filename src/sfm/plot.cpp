@@ -78,7 +78,7 @@ class Canvas {
     for (int y = static_cast<int>(std::floor(cy - r - 1)); y <= static_cast<int>(std::ceil(cy + r + 1)); ++y)
       for (int x = static_cast<int>(std::floor(cx - r - 1)); x <= static_cast<int>(std::ceil(cx + r + 1)); ++x) {
         const double dx = x - cx, dy = y - cy, d = std::sqrt(dx * dx + dy * dy);  // not hypot: glibc 2.35
-        blend(x, y, c, std::clamp(r + 0.5 - d, 0.0, 1.0));  // a one-pixel soft edge
+        blend(x, y, c, std::clamp(r + 0.5 - d, 0.0, 1.0));                        // a one-pixel soft edge
       }
   }
   Image image() && {
@@ -234,17 +234,19 @@ MatchPlotReport plot_matches(const MatchPlotOptions& o) {
   };
   const double r = std::max(1.5, h / 400.0);
   const std::size_t n = m.pairs.size() / 2;
-  // Rejected (or low-score) matches first, so that the inliers are drawn on top.
-  std::vector<std::size_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = i;
   const auto good = [&](std::size_t i) {
     return o.database.empty() ? m.scores[i] : (inliers.count({m.pairs[2 * i], m.pairs[2 * i + 1]}) ? 1.f : 0.f);
   };
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return good(a) < good(b); });
   long verified = 0;
+  if (!o.database.empty())
+    for (std::size_t i = 0; i < n; ++i) verified += good(i) > 0;
+  // An even spread of max_lines matches; rejected (or low-score) ones first, so that the inliers are drawn on top.
+  const std::size_t shown = o.max_lines && o.max_lines < n ? o.max_lines : n;
+  std::vector<std::size_t> order(shown);
+  for (std::size_t k = 0; k < shown; ++k) order[k] = k * n / shown;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return good(a) < good(b); });
   for (const std::size_t i : order) {
     const float g = good(i);
-    if (!o.database.empty() && g > 0) ++verified;
     const Rgb col = red_to_green(g);
     const auto [x0, y0] = at(0, m.pairs[2 * i]);
     const auto [x1, y1] = at(1, m.pairs[2 * i + 1]);
@@ -255,6 +257,7 @@ MatchPlotReport plot_matches(const MatchPlotOptions& o) {
     c.disc(x1, y1, rejected ? r * 0.6 : r, col);
   }
   report.matches = n;
+  report.drawn = shown;
   report.inliers = o.database.empty() ? -1 : verified;
   report.width = c.width();
   report.height = c.height();

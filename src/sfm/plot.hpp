@@ -23,6 +23,7 @@ struct MatchPlotOptions {
   std::string output;             // PNG
   std::string database;           // optional: a verified COLMAP database (colour by its inliers)
   int height = 0;                 // output height in pixels (0: the smaller image's height, at most kDefaultHeight)
+  std::size_t max_lines = 0;      // draw at most this many matches, evenly spread over the list (0: all)
 };
 inline constexpr int kMaxPlotHeight = 4096;
 inline constexpr int kDefaultPlotHeight = 900;
@@ -30,8 +31,9 @@ inline constexpr int kDefaultPlotHeight = 900;
 inline constexpr std::int64_t kMaxPlotPixels = std::int64_t{64} << 20;
 
 struct MatchPlotReport {
-  std::size_t matches = 0;  // lines drawn
-  long inliers = -1;        // verified inliers among them (-1 without a database)
+  std::size_t matches = 0;  // matches of the pair
+  std::size_t drawn = 0;    // lines drawn (max_lines)
+  long inliers = -1;        // verified inliers among the matches (-1 without a database)
   int width = 0, height = 0;
 };
 

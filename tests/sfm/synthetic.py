@@ -78,7 +78,7 @@ def synthetic_matches(path, features, pairs, reversed_pairs=(), seed=1, score_ti
 def make_synthetic(d: pathlib.Path) -> dict:
     """The Sacre Coeur images with synthetic features (one image without keypoints) and matches: a pair list with a
     repeated pair (listed both ways), a pair listed with the larger image id first and a pair stored reversed in the
-    match file. Returns the paths and the image names."""
+    match file; some scores are exactly 0.7 (0.7002 in float16) or 0. Returns the paths and the image names."""
     images = link_images(d / "images", SACRE)
     feats = d / "feats.h5"
     names = synthetic_features(feats, images, [600, 0, 700, 650, 480, 512])
@@ -87,7 +87,7 @@ def make_synthetic(d: pathlib.Path) -> dict:
     pairs.append(pairs[0][::-1])       # repeated, the other way round
     stored = pairs[:-1]                # the match file holds each unordered pair once
     matches = d / "matches.h5"
-    synthetic_matches(matches, feats, stored, reversed_pairs={stored[5]}, score_ties=[0.7] * 5)
+    synthetic_matches(matches, feats, stored, reversed_pairs={stored[5]}, score_ties=[0.7] * 5 + [0.0] * 5)
     pairs_txt = d / "pairs.txt"
     H.write_pairs(pairs_txt, pairs)
     return {"dir": d, "images": images, "features": feats, "matches": matches, "pairs": pairs_txt, "names": names}

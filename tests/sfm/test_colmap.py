@@ -89,9 +89,12 @@ def test_min_match_score_in_float16_as_hloc(synthetic, tmp_path):
                   pycolmap.CameraMode.PER_IMAGE, min_match_score=0.7)
     a, b = H.dump(ours), H.dump(ref)
     assert a["matches"] == b["matches"]
-    everything = tmp_path / "all.db"
+    everything, zero = tmp_path / "all.db", tmp_path / "zero.db"
     run(*colmap_args(synthetic, everything))
     assert 0 < sum(r[1] for r in a["matches"]) < sum(r[1] for r in H.dump(everything)["matches"])
+    # hloc's `if min_match_score:` filters nothing at 0 (a score of exactly 0 stays)
+    run(*colmap_args(synthetic, zero, "--min-match-score", "0"))
+    assert H.dump(zero)["matches"] == H.dump(everything)["matches"]
 
 
 def test_single_camera_equals_hlocs_single(tmp_path):
@@ -190,6 +193,11 @@ def test_plot_matches(sacre, verified, tmp_path):
         assert 0.5 < same < 0.999, f"{same:.3f} of the pixels are the image's: no lines, or not the image"
     green = (im[..., 1] > 200) & (im[..., 0] < 80) & (im[..., 2] < 80)
     assert green.sum() > 100 * rows, "the inliers are drawn green"
+    # --max-lines draws an even spread of the matches; the counts stay those of all
+    r = run(*base, "--database", verified, "--max-lines", "20")
+    assert f": {len(m)} matches (20 drawn), {rows} verified" in r.stdout, r.stdout
+    fewer = np.asarray(Image.open(png).convert("RGB"))
+    assert ((fewer[..., 1] > 200) & (fewer[..., 0] < 80) & (fewer[..., 2] < 80)).sum() < green.sum()
     # without a database: by score; an unverified pair is a named error; a bad height a usage error
     assert f": {len(m)} matches\n" in run(*base, "--height", "300").stdout
     assert Image.open(png).size[1] == 300

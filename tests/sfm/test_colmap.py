@@ -116,7 +116,7 @@ def test_schema_is_pycolmaps(synthetic, tmp_path):
     with pycolmap.Database.open(str(fresh)):
         pass
     assert H.schema(ours) == H.schema(fresh)
-    assert H.dump(ours)["user_version"] == H.dump(fresh)["user_version"] or pycolmap.__version__ != "4.2.1"
+    assert H.dump(ours)["user_version"] == H.dump(fresh)["user_version"] == 4020100, pycolmap.__version__
     # pycolmap opens it, reads it back and finds nothing to migrate
     with pycolmap.Database.open(str(ours)) as db:
         assert db.num_images() == 6 and db.num_keypoints() == 600 + 700 + 650 + 480 + 512

@@ -209,6 +209,11 @@ def test_plot_matches(sacre, verified, tmp_path):
     assert run("plot-matches", a, "--features", sacre["features"], ok=False).returncode == 2
 
 
+def run_db(s, db, *extra):
+    run(*colmap_args(s, db, *extra))
+    return db
+
+
 def _refused(s, db, code, *needles, **paths):
     """Runs colmap with some inputs replaced; asserts the exit code, the message and that no database (or temporary
     file) was left."""
@@ -231,6 +236,12 @@ def test_bad_inputs_are_named_errors(synthetic, tmp_path):
     assert r.returncode == 2 and "exists" in r.stderr and db.read_bytes() == b"keep"
     run(*colmap_args(s, db, "--overwrite"))
     assert H.dump(db)["images"]
+    db.unlink()
+    # a pair of an image with itself is skipped (hloc's pair lists have none; COLMAP has no such pair)
+    self_pairs = tmp_path / "self.txt"
+    self_pairs.write_text(s["pairs"].read_text() + f"\n{names[2]} {names[2]}\n")
+    assert "and 1 self pairs" in run(*colmap_args({**s, "pairs": self_pairs}, db)).stdout
+    assert H.dump(db)["matches"] == H.dump(run_db(s, tmp_path / "plain.db"))["matches"]
     db.unlink()
     # a pair the match file does not have; a name the feature file does not have; a malformed pair list
     extra = tmp_path / "extra.txt"

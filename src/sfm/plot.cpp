@@ -203,7 +203,9 @@ MatchPlotReport plot_matches(const MatchPlotOptions& o) {
     const batch::FeatureFile features(o.features);
     kp[0] = features.read(o.name0);
     kp[1] = features.read(o.name1);
-    m = batch::MatchFile(o.matches).read(o.name0, o.name1, kp[0].xy.size() / 2, kp[1].xy.size() / 2, true);
+    // The scores colour the lines only without a database.
+    m = batch::MatchFile(o.matches).read(o.name0, o.name1, kp[0].xy.size() / 2, kp[1].xy.size() / 2,
+                                         o.database.empty());
   }
   Image im[2];
   for (int k = 0; k < 2; ++k)
@@ -215,11 +217,8 @@ MatchPlotReport plot_matches(const MatchPlotOptions& o) {
   const int h = o.height ? o.height : std::min({im[0].height, im[1].height, kDefaultPlotHeight});
   const int gap = std::max(4, h / 100);
   int w[2];
-  double s[2];
-  for (int k = 0; k < 2; ++k) {
-    s[k] = static_cast<double>(h) / im[k].height;
-    w[k] = std::max(1, static_cast<int>(std::lround(im[k].width * s[k])));
-  }
+  for (int k = 0; k < 2; ++k)
+    w[k] = std::max(1, static_cast<int>(std::lround(im[k].width * (static_cast<double>(h) / im[k].height))));
   const std::int64_t total_w = std::int64_t{w[0]} + gap + w[1];
   if (total_w * h > kMaxPlotPixels)
     invalid("a " + std::to_string(total_w) + "x" + std::to_string(h) + " picture is over the limit of " +

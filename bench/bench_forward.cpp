@@ -5,7 +5,9 @@
 // With several precisions the runs are INTERLEAVED (fp32, bf16, fp32, bf16, ...) at each thread count, so that the
 // noise of a shared machine hits every mode alike; the ratio line compares medians measured side by side.
 // WEIGHTS_DIR defaults to $SUPERPOINT_RT_SHARED/weights/superpoint (else ../shared/weights/superpoint).
-// SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto overrides the per-layer algorithm rule.
+// SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto overrides the per-layer algorithm rule. A precision may carry a layer
+// plan, PRECISION@LAYER=TYPE+LAYER=TYPE (SUPERPOINT_RT_LAYER_PRECISION with '+' for ',', set while that backend is
+// created), e.g. --precision int8,int8@conv1b=bf16+conv2a=bf16: plans measured side by side.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -76,7 +78,12 @@ int main(int argc, char** argv) {
       for (const auto& p : precisions) {
         Mode m;
         m.precision = p;
-        m.be = sp::backend::create_backend("cpu", weights, {t, p});
+        const std::size_t at = p.find('@');
+        std::string plan = at == std::string::npos ? "" : p.substr(at + 1);
+        std::replace(plan.begin(), plan.end(), '+', ',');
+        if (!plan.empty()) ::setenv("SUPERPOINT_RT_LAYER_PRECISION", plan.c_str(), 1);
+        m.be = sp::backend::create_backend("cpu", weights, {t, p.substr(0, at)});
+        ::unsetenv("SUPERPOINT_RT_LAYER_PRECISION");
         m.ex = m.be->plan({480, 640});
         std::mt19937 rng(1);
         std::uniform_int_distribution<int> px(0, 255);

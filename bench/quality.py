@@ -3,7 +3,8 @@
 
     PYTHONPATH=build/python/stage bench/.venv/bin/python bench/quality.py [--pairs 132] [--seed 0]
         [--precisions fp32,bf16,int8] [--no-reference] [--shared ../shared] [--threads N] [--json PATH]
-        [--calibration IMAGE]... [--ours-python PYTHON] [--simulate PLAN[,PLAN]...]
+        [--calibration IMAGE]... [--ours-python PYTHON] [--simulate PLAN[,PLAN]...] [--ransac-seeds 10]
+        [--openvino fp32,bf16,int8 --ov-python bench/.venv/bin/python]
 
     bench/.venv/bin/python bench/quality.py --precisions none --simulate bf16,int8 [--pairs 132] [--json PATH]
 
@@ -29,20 +30,29 @@ NMS radius 4, border 4): the protocol takes its own top k.
 
 Rows: the PyTorch reference ($SHARED/tools/reference.py, the independent fp32 re-implementation) and each
 --precisions mode of this library (Python API). A mode the CPU cannot run is reported as such, with the engine's
-message, not faked.
+message, not faked. --openvino adds OpenVINO rows ("OpenVINO fp32" ...): the peer of `superpoint-rt bench`
+(bench/peer_worker.py's ov_compiled: the same ONNX graph, bf16 by inference-precision hint, int8 by NNCF
+post-training quantisation on the calibration images this library's int8 row uses: --calibration's, else the
+engine's built-in synthetic planes) run in --ov-python (bench/.venv, which has openvino and nncf) on the same uint8
+frames (v / 255); its raw logits and descriptors go through the reference's post-processing here. The F1 / cosine
+columns of an OpenVINO row are against OpenVINO fp32 (each engine against its own fp32, as issue 21 compares them).
 
 Columns, per pair then averaged over pairs (quality_lib has the exact rules and their sources):
   rep@3    repeatability of the top 300 points in the shared region, 3 px (paper section 5.2)
   loc      localisation error of the repeated points (px)
   MMA@t    fraction of the mutual-nearest-neighbour descriptor matches (top 1000 points) within t px of the truth
-  HA@t     fraction of pairs whose cv2.findHomography(RANSAC, 3 px) estimate from those matches has a mean corner
-           error <= t px (cv2.setRNGSeed(seed) before each estimate, so reruns agree)
+  HA@t     fraction of (pair, RANSAC draw) whose cv2.findHomography(RANSAC, 3 px) estimate from those matches has a
+           mean corner error <= t px; --ransac-seeds N estimates each pair N times, the k-th on the matches permuted
+           by numpy's default_rng([seed, k]) (OpenCV's RANSAC has a fixed internal seed: the order is what changes
+           its draw; k = 0 is the plain order), so reruns agree and one pair's RANSAC luck no longer moves HA by a
+           whole pair (0.76 point at 132 pairs)
   MS       matching score (paper's compute_matching_score, 3 px)
 and per image (both images of every pair), against fp32 on the same image:
   F1@2     F1 of the top-500 keypoints at 2 px (L-inf), mean and min
   cos      descriptor cosine of the keypoints at the same pixel, mean and min
 Percentages are points out of 100. Targets (issue 12, section 2): bf16 F1@2 mean >= 0.995, min >= 0.97, every
-percentage metric within 0.5 point of fp32; int8 F1@2 mean >= 0.97, min >= 0.90, within 1 point.
+percentage metric within 0.5 point of fp32; int8 F1@2 mean >= 0.97, min >= 0.90, within 1 point. The JSON's
+"ha_seed_spread" gives, per row, the range of HA@t over the single seeds, i.e. how much RANSAC alone moves HA.
 
 Needs numpy, Pillow and opencv-python-headless (bench/.venv), torch for the reference row, and the superpoint_rt
 package (the build tree's staged package, or pip install .). Seconds per image are wall time of the calls,
@@ -191,10 +201,32 @@ def simulated_models(shared: str, weights: str, threads: int, specs: list[str]):
     return out
 
 
-def our_model(precision: str, weights: str, threads: int, calibration: list[str]):
+def plan_env(row: str) -> tuple[str, dict]:
+    """A --precisions entry "PRECISION[@ITEM+ITEM...]" -> (precision, environment): each ITEM is LAYER=TYPE (joined
+    into SUPERPOINT_RT_LAYER_PRECISION, the backend's per-layer plan override) or clip=max|pP
+    (SUPERPOINT_RT_INT8_CLIP), e.g. int8@conv1b=bf16+conv2a=bf16+clip=max: experiments beside the shipped plans."""
+    precision, _, spec = row.partition("@")
+    layers, env = [], {}
+    for item in filter(None, spec.split("+")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            fail(f"--precisions {row}: {item!r} is not LAYER=TYPE or clip=VALUE")
+        if key == "clip":
+            env["SUPERPOINT_RT_INT8_CLIP"] = val
+        else:
+            layers.append(item)
+    if layers:
+        env["SUPERPOINT_RT_LAYER_PRECISION"] = ",".join(layers)
+    return precision, env
+
+
+def our_model(row: str, weights: str, threads: int, calibration: list[str]):
     """(run, engine config, None), or (None, None, reason) when the engine refuses the precision on this CPU."""
     from superpoint_rt import SuperPoint
 
+    precision, env = plan_env(row)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # read while the backend is created
     kw = {"precision": precision, "warmup_variants": "minimal", "local_files_only": True}
     if threads:
         kw["threads"] = threads
@@ -203,11 +235,19 @@ def our_model(precision: str, weights: str, threads: int, calibration: list[str]
     try:
         model = SuperPoint.from_pretrained(weights, **kw)
     except ValueError as e:
+        if env:
+            fail(f"--precisions {row}: {e}")
         # The engine names the missing CPU feature ("... which this CPU lacks"); any other refusal is a usage error
         # (an unknown precision name), not a row to report.
         if "lacks" in str(e):
             return None, None, str(e)
         fail(f"--precisions {precision}: {e}")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
     def run(img):
         out = model(img, max_keypoints=-1)
@@ -217,6 +257,87 @@ def our_model(precision: str, weights: str, threads: int, calibration: list[str]
     info = {k: c.get(k) for k in ("precision", "backend", "cpu_features", "plan", "calibration", "threads",
                                   "version")}
     return run, info, None
+
+
+def calibration_planes(shared: str, calibration: list[str]) -> np.ndarray:
+    """(N, 480, 640) float32: the planes this library's int8 calibrates on: each --calibration image through the hf
+    request path (the reference's decode, 640x480 bilinear resize, red channel, v / 255; bit-exact with ours), or
+    the engine's built-in synthetic planes (backend::default_calibration_planes, ported in bench/quant_sim.py)."""
+    if calibration:
+        sys.path.insert(0, os.path.join(shared, "tools"))
+        import reference as R
+
+        return np.stack([R.pixel_values_from_resized(R.decode_and_resize(p)[0]) for p in calibration])
+    import quant_sim as S
+
+    lut = (np.arange(256, dtype=np.float64) * (1 / 255)).astype(np.float32)
+    return np.stack([lut[S.synthetic_image(640, 480, seed)[:, :, 0]] for seed in (1, 2, 3)])
+
+
+def ov_worker_main(a) -> int:
+    """--ov-worker IN OUT (in bench/.venv): OpenVINO at --precision on the uint8 images of IN.npz; writes the raw
+    logits and descriptors of each image to OUT.npz, and OUT.npz.json (engine, seconds per image, or the reason)."""
+    import peer_worker as P
+
+    imgs = np.load(a.ov_worker[0])
+    calib = imgs["calibration"] if "calibration" in imgs.files else None
+    n = len([k for k in imgs.files if k.startswith("i")])
+    lut = (np.arange(256, dtype=np.float64) * (1 / 255)).astype(np.float32)
+    meta = {"reason": None}
+    try:
+        compiled, version = P.ov_compiled(a.weights, Q.FRAME_H, Q.FRAME_W, a.threads or os.cpu_count(),
+                                          a.precision, calib, a.ov_cache_dir)
+    except P.NotHere as e:
+        meta["reason"] = str(e)
+    if meta["reason"] is None:
+        req = compiled.create_infer_request()
+        out = {}
+        t0 = time.perf_counter()
+        for i in range(n):
+            r = req.infer({0: lut[imgs[f"i{i}"]][None, None]})
+            out[f"l{i}"], out[f"d{i}"] = r["logits"][0].copy(), r["descriptors"][0].copy()
+        meta.update({"seconds_per_image": (time.perf_counter() - t0) / max(n, 1),
+                     "engine": {"engine": version, "precision": a.precision, "threads": a.threads,
+                                "calibration_planes": None if calib is None else len(calib)}})
+        np.savez(a.ov_worker[1], **out)
+    with open(a.ov_worker[1] + ".json", "w") as f:
+        json.dump(meta, f)
+    return 0
+
+
+def extract_openvino(precision, images, calib, weights, threads, python, shared, tmp):
+    """Features of every image with OpenVINO at one precision: (features, engine info, seconds/image, reason).
+    The raw outputs go through the reference's post-processing (threshold 0.005, NMS 4, border 4, all points)."""
+    import torch
+
+    src, dst = os.path.join(tmp, "ov_images.npz"), os.path.join(tmp, f"ov_{precision}.npz")
+    if not os.path.exists(src):
+        np.savez(src, calibration=calib, **{f"i{i}": img for i, img in enumerate(images)})
+    cmd = [python, os.path.abspath(__file__), "--ov-worker", src, dst, "--precision", precision, "--weights", weights,
+           "--threads", str(threads), "--ov-cache-dir", os.path.join(tmp, "ov-cache")]
+    r = subprocess.run(cmd, env=os.environ.copy())
+    if r.returncode != 0:
+        fail(f"the OpenVINO {precision} worker ({python}) failed with exit code {r.returncode}", r.returncode)
+    with open(dst + ".json") as f:
+        meta = json.load(f)
+    if meta["reason"]:
+        return None, None, None, meta["reason"]
+    sys.path.insert(0, os.path.join(shared, "tools"))
+    import reference as R
+
+    ref = R.SuperPointReference(weights, max_keypoints=-1)
+    z = np.load(dst)
+    feats = []
+    with torch.no_grad():
+        for i in range(len(images)):
+            score_map = R.scores_from_logits(torch.from_numpy(z[f"l{i}"])[None])
+            nms = R.simple_nms(score_map, ref.cfg.nms_radius)
+            kp, _, _ = R.extract_keypoints(nms, ref.cfg, -1, "score")
+            dmap = torch.nn.functional.normalize(torch.from_numpy(z[f"d{i}"])[None], p=2, dim=1)
+            desc = R.sample_descriptors(kp[None], dmap, 8)[0].t() if len(kp) else torch.zeros((0, dmap.shape[1]))
+            feats.append(features(kp.numpy(), desc.numpy()))
+    os.remove(dst)
+    return feats, meta["engine"], meta["seconds_per_image"], None
 
 
 def worker_main(a) -> int:
@@ -269,14 +390,27 @@ def extract_ours(precision, images, weights, threads, calibration, python, tmp):
 # ---------------------------------------------------------------------------------------------------------------------
 # Evaluation
 # ---------------------------------------------------------------------------------------------------------------------
-def evaluate_row(feats, frames, pairs, seed):
-    """Per-pair metrics of one row; feats: the features of the frames (in frames' order), then of the pairs' image 2."""
+def evaluate_row(feats, frames, pairs, seed, ransac_seeds=1):
+    """Per-pair metrics of one row; feats: the features of the frames (in frames' order), then of the pairs' image 2.
+    ransac_seeds > 1: that many RANSAC draws per pair (see estimate_one), all counted by the homography accuracy."""
     cv2 = import_cv2()
 
-    def estimate(p1, p2):
+    def estimate_one(p1, p2, k):
+        # OpenCV's RANSAC draws its samples from an RNG of its own with a fixed seed (cv2.setRNGSeed does not reach
+        # it: measured, every seed gave the same estimate), so a different RANSAC draw is made by presenting the
+        # matches in another order: the k-th estimate sees them permuted by numpy's default_rng([seed, k]); k = 0
+        # keeps the order (the single-estimate protocol).
+        if k:
+            perm = np.random.default_rng([seed, k]).permutation(len(p1))
+            p1, p2 = p1[perm], p2[perm]
         cv2.setRNGSeed(seed)
         h, _ = cv2.findHomography(p1, p2, cv2.RANSAC, Q.RANSAC_REPROJ_PX)
         return h
+
+    def estimate(p1, p2):
+        if ransac_seeds == 1:
+            return estimate_one(p1, p2, 0)
+        return [estimate_one(p1, p2, k) for k in range(ransac_seeds)]
 
     feats1 = dict(zip(frames, feats[:len(frames)]))
     feats2 = feats[len(frames):]
@@ -288,6 +422,18 @@ def evaluate_row(feats, frames, pairs, seed):
     per_image = {("frame", n): f for n, f in feats1.items()}
     per_image.update({("pair", p["index"]): f for p, f in zip(pairs, feats2)})
     return rows, per_image
+
+
+def ha_seed_spread(pair_rows) -> dict:
+    """HA@t with each RANSAC seed alone: {"h_acc@t": [min, max]} over the seeds (empty with one seed)."""
+    if not pair_rows or "corner_errors" not in pair_rows[0]:
+        return {}
+    out = {}
+    for t in Q.HOMOGRAPHY_THRESHOLDS:
+        per_seed = [Q.homography_accuracy([r["corner_errors"][k] for r in pair_rows], [t])[0]
+                    for k in range(len(pair_rows[0]["corner_errors"]))]
+        out[f"h_acc@{t:g}"] = [min(per_seed), max(per_seed)]
+    return out
 
 
 def fidelity(per_image: dict, fp32: dict, keep=None) -> dict:
@@ -350,7 +496,7 @@ def table(rows: dict) -> str:
             lines.append(f"| {name} | " + " | ".join(["n/a"] * (len(head) - 1)) + " |")
             continue
         cells = [fmt(r["summary"][k], kind) for _, k, kind in COLUMNS]
-        cells += [fmt(r["fidelity"][k], kind) for _, k, kind in FID_COLUMNS]
+        cells += [fmt(r.get("fidelity", {}).get(k), kind) for _, k, kind in FID_COLUMNS]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {r['seconds_per_image']:.3f} |")
     notes = [f"{name}: not run: {r['reason']}" for name, r in rows.items() if r["status"] != "ok"]
     return "\n".join(lines + ([""] + notes if notes else []))
@@ -435,17 +581,36 @@ def main(argv=None) -> int:
     ap.add_argument("--simulate", action="append", default=[],
                     help="comma-separated simulated plans (bench/quant_sim.py), e.g. bf16,int8,int8:conv1b=bf16; "
                          "repeatable")
+    ap.add_argument("--ransac-seeds", type=int, default=10,
+                    help="RANSAC draws per pair behind HA (the matches permuted per draw; default 10)")
+    ap.add_argument("--openvino", default="",
+                    help="comma-separated OpenVINO rows (fp32, bf16, int8) through --ov-python; empty: none")
+    ap.add_argument("--ov-python", default=os.path.join(HERE, ".venv", "bin", "python"),
+                    help="a Python with openvino and nncf (default bench/.venv/bin/python: bash bench/setup-peers.sh)")
     ap.add_argument("--worker", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--ov-worker", nargs=2, metavar=("IN", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--ov-cache-dir", help=argparse.SUPPRESS)
     ap.add_argument("--precision", help=argparse.SUPPRESS)
     ap.add_argument("--weights", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
         return worker_main(a)
+    if a.ov_worker:
+        return ov_worker_main(a)
     if a.pairs < 1:
         fail(f"--pairs must be >= 1, got {a.pairs}")
+    if a.ransac_seeds < 1:
+        fail(f"--ransac-seeds must be >= 1, got {a.ransac_seeds}")
+    ov_precisions = [p.strip() for p in a.openvino.split(",") if p.strip()]
+    for p in ov_precisions:
+        if p not in ("fp32", "bf16", "int8"):
+            fail(f"--openvino: {p!r} is not fp32, bf16 or int8")
+    if ov_precisions and "fp32" not in ov_precisions:
+        ov_precisions.insert(0, "fp32")  # OpenVINO's F1 / cosine columns are against OpenVINO fp32
+    ov_rows = {f"OpenVINO {p}": p for p in ov_precisions}
     precisions = [p.strip() for p in a.precisions.split(",") if p.strip() and p.strip() != "none"]
     sim_specs = [s.strip() for v in a.simulate for s in v.split(",") if s.strip()]
-    if not precisions and not sim_specs:
+    if not precisions and not sim_specs and not a.openvino.strip():
         fail("--precisions is empty")
     if precisions and "fp32" not in precisions:
         precisions.insert(0, "fp32")  # every F1 / cosine column is against fp32
@@ -466,8 +631,12 @@ def main(argv=None) -> int:
     sims = {name: (run, info, plan) for name, run, info, plan in
             (simulated_models(a.shared, weights, a.threads, sim_specs) if sim_specs else [])}
     with tempfile.TemporaryDirectory(prefix="sprt-quality-") as tmp:
-        for name in ([] if a.no_reference else [REFERENCE]) + precisions + list(sims):
-            if name in sims:
+        for name in ([] if a.no_reference else [REFERENCE]) + precisions + list(ov_rows) + list(sims):
+            if name in ov_rows:
+                feats, info, secs, reason = extract_openvino(ov_rows[name], images,
+                                                             calibration_planes(a.shared, a.calibration), weights,
+                                                             a.threads, a.ov_python, a.shared, tmp)
+            elif name in sims:
                 run, info = sims[name][:2]
                 t_row = time.perf_counter()
                 feats = [run(img) for img in images]
@@ -484,9 +653,10 @@ def main(argv=None) -> int:
                 rows[name] = {"status": "unavailable", "reason": reason}
                 print(f"{name}: not available: {reason}", file=sys.stderr)
                 continue
-            pair_rows, per_image[name] = evaluate_row(feats, frames, pairs, a.seed)
+            pair_rows, per_image[name] = evaluate_row(feats, frames, pairs, a.seed, a.ransac_seeds)
             rows[name] = {"status": "ok", "engine": info, "seconds_per_image": secs,
-                          "summary": Q.summarize_pairs(pair_rows), "pairs": pair_rows}
+                          "summary": Q.summarize_pairs(pair_rows), "pairs": pair_rows,
+                          "ha_seed_spread": ha_seed_spread(pair_rows)}
             early = ""
             if name != REFERENCE and REFERENCE in per_image:  # progress: the F1 against fp32 as soon as known
                 fid = fidelity(per_image[name], per_image[REFERENCE])
@@ -496,21 +666,31 @@ def main(argv=None) -> int:
     if base not in per_image:
         fail("no fp32 row to compare with (the library's fp32 did not run and the reference row is left out)")
     image_of = {("pair", p["index"]): p["image"] for p in pairs}
+    ov_base = "OpenVINO fp32" if rows.get("OpenVINO fp32", {}).get("status") == "ok" else None
+    base_of = {n: (ov_base if n in ov_rows else base) for n in rows}
     for name, r in rows.items():
-        if r["status"] == "ok":
-            r["fidelity"] = fidelity(per_image[name], per_image[base])
+        if r["status"] == "ok" and base_of[name]:
+            r["fidelity_vs"] = base_of[name]
+            r["fidelity"] = fidelity(per_image[name], per_image[base_of[name]])
             held = set(r["engine"].get("calibration_images", [])) if name in sims else set()
             if held:
                 r["fidelity_heldout"] = fidelity(per_image[name], per_image[base],
                                                  lambda k: (k[1] if k[0] == "frame" else image_of[k]) not in held)
-    targets = {n: check_targets(n, r, rows[base]) for n, r in rows.items() if n in TARGETS}
+    targets = {n: check_targets(n.partition("@")[0], r, rows[base]) for n, r in rows.items()
+               if n.partition("@")[0] in TARGETS and n not in ov_rows}
+    if ov_base:  # OpenVINO against its own fp32, by the same targets (for comparison, not the issue's goal)
+        targets.update({n: check_targets(ov_rows[n], r, rows[ov_base]) for n, r in rows.items()
+                        if n in ov_rows and ov_rows[n] in TARGETS})
     targets.update({n: check_targets(sims[n][2].target, r, rows[base]) for n, r in rows.items()
                     if n in sims and sims[n][2].target})
 
     print(table(rows))
-    if sims:
+    if sims or ov_base:
         print()
-        print(delta_table(rows, base, targets))
+        print(delta_table({n: r for n, r in rows.items() if n not in ov_rows}, base, targets))
+    if ov_base:
+        print()
+        print(delta_table({n: r for n, r in rows.items() if n in ov_rows}, ov_base, targets))
     for n, t in targets.items():
         if t is None:
             print(f"targets {n}: not measured (the mode did not run)")
@@ -521,6 +701,7 @@ def main(argv=None) -> int:
         doc = {"command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
                "machine": machine(), "seconds": time.time() - t_start,
                "protocol": {"seed": a.seed, "pairs": len(pairs), "images": sorted(frames),
+                            "ransac_seeds": a.ransac_seeds,
                             "frame": [Q.FRAME_W, Q.FRAME_H], "homography_ranges": ranges.to_dict(),
                             "repeatability_top_k": Q.REPEATABILITY_TOP_K, "repeatability_eps": Q.REPEATABILITY_EPS,
                             "descriptor_top_k": Q.DESCRIPTOR_TOP_K, "mma_thresholds": Q.MMA_THRESHOLDS,

@@ -278,7 +278,9 @@ def descriptor_cosine(kp: np.ndarray, desc: np.ndarray, kp_ref: np.ndarray, desc
 def pair_metrics(f1: dict, f2: dict, h: np.ndarray, estimate_homography, width: int = FRAME_W,
                  height: int = FRAME_H) -> dict:
     """f1, f2: {"keypoints": (N, 2) sorted by score, "descriptors": (N, 256)}; h maps image 1 to image 2;
-    estimate_homography(points1, points2) -> 3x3 or None. Descriptor metrics use the DESCRIPTOR_TOP_K best points."""
+    estimate_homography(points1, points2) -> 3x3 or None, or a list of them (one per RANSAC seed: "corner_errors"
+    then holds one error per estimate, "corner_error" the first). Descriptor metrics use the DESCRIPTOR_TOP_K best
+    points."""
     rep, loc = repeatability(f1["keypoints"], f2["keypoints"], h, width, height)
     k1, d1 = f1["keypoints"][:DESCRIPTOR_TOP_K], f1["descriptors"][:DESCRIPTOR_TOP_K]
     k2, d2 = f2["keypoints"][:DESCRIPTOR_TOP_K], f2["descriptors"][:DESCRIPTOR_TOP_K]
@@ -286,9 +288,12 @@ def pair_metrics(f1: dict, f2: dict, h: np.ndarray, estimate_homography, width: 
     err = match_errors(k1, k2, i1, i2, h)
     h_est = estimate_homography(np.asarray(k1, np.float64)[i1], np.asarray(k2, np.float64)[i2]) if len(i1) >= 4 \
         else None
+    errors = [corner_error(h, e, width, height) for e in h_est] if isinstance(h_est, list) else \
+        [corner_error(h, h_est, width, height)]
     out = {"repeatability": rep, "localization_error": loc, "matches": int(len(i1)),
-           "matching_score": matching_score(k1, d1, k2, d2, h, width, height),
-           "corner_error": corner_error(h, h_est, width, height)}
+           "matching_score": matching_score(k1, d1, k2, d2, h, width, height), "corner_error": errors[0]}
+    if isinstance(h_est, list):
+        out["corner_errors"] = errors
     for t, v in zip(MMA_THRESHOLDS, mma(err)):
         out[f"mma@{t:g}"] = v
     return out
@@ -296,13 +301,17 @@ def pair_metrics(f1: dict, f2: dict, h: np.ndarray, estimate_homography, width: 
 
 def summarize_pairs(rows: list[dict]) -> dict:
     """Means over pairs (nan entries skipped: a pair without a shared point has no repeatability) and the homography
-    accuracy at each threshold (a failed estimate counts as wrong)."""
+    accuracy at each threshold (a failed estimate counts as wrong), over every (pair, RANSAC seed) when the rows have
+    "corner_errors" (then also "ransac_seeds")."""
     out = {}
     for key in ("repeatability", "localization_error", "matching_score", *[f"mma@{t:g}" for t in MMA_THRESHOLDS]):
         v = np.array([r[key] for r in rows], np.float64)
         out[key] = float(np.nanmean(v)) if np.any(~np.isnan(v)) else math.nan
-    for t, v in zip(HOMOGRAPHY_THRESHOLDS, homography_accuracy([r["corner_error"] for r in rows])):
+    errors = [e for r in rows for e in r.get("corner_errors", [r["corner_error"]])]
+    for t, v in zip(HOMOGRAPHY_THRESHOLDS, homography_accuracy(errors)):
         out[f"h_acc@{t:g}"] = v
+    if rows and "corner_errors" in rows[0]:
+        out["ransac_seeds"] = len(rows[0]["corner_errors"])
     out["matches"] = float(np.mean([r["matches"] for r in rows])) if rows else math.nan
     out["pairs"] = len(rows)
     return out

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs the benchmark's peers into bench/.venv (gitignored): onnxruntime (the CPU peer), onnx (to build the
-# peer's graph from our safetensors), numpy, opencv-python-headless (RANSAC for bench/fidelity_precision.py). Never run by the build; run by bench/run.sh or by hand.
+# Installs the benchmark's peers into bench/.venv (gitignored): onnxruntime (the CPU peer), openvino (the CPU peer
+# at fp32, bf16 and int8) with nncf (its int8: post-training quantisation), onnx (to build the peers' graph from our
+# safetensors), numpy, opencv-python-headless (RANSAC for bench/fidelity_precision.py). Never run by the build; run
+# by bench/run.sh or by hand.
 #
-#   bash bench/setup-peers.sh               # onnxruntime + onnx + numpy
+#   bash bench/setup-peers.sh               # onnxruntime + openvino + nncf + onnx + numpy + opencv
 #   bash bench/setup-peers.sh --with-torch  # also PyPI's torch + pillow (large: the default wheel carries CUDA
 #                                           # libraries; only its CPU path is measured)
 #
@@ -21,7 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     --with-torch) with_torch=1 ;;
     -h | --help)
-      sed -n '2,10p' "${BASH_SOURCE[0]}"
+      sed -n '2,13p' "${BASH_SOURCE[0]}"
       exit 0
       ;;
     *)
@@ -31,8 +33,8 @@ for arg in "$@"; do
   esac
 done
 
-modules=(onnxruntime onnx numpy cv2)
-packages=(onnxruntime onnx numpy opencv-python-headless)
+modules=(onnxruntime openvino nncf onnx numpy cv2)
+packages=(onnxruntime openvino nncf onnx numpy opencv-python-headless)
 if ((with_torch)); then
   # pillow: ../shared/tools/reference.py (the PyTorch peer's module) imports PIL.
   modules+=(torch PIL)
@@ -57,7 +59,8 @@ if ((${#missing[@]})); then
 fi
 
 "$venv/bin/python" - <<'EOF'
-import cv2, numpy, onnx, onnxruntime
+import cv2, nncf, numpy, onnx, onnxruntime, openvino
 print(f"setup-peers: numpy {numpy.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__} "
-      f"({', '.join(onnxruntime.get_available_providers())}), opencv {cv2.__version__}")
+      f"({', '.join(onnxruntime.get_available_providers())}), openvino {openvino.__version__}, "
+      f"nncf {nncf.__version__}, opencv {cv2.__version__}")
 EOF

@@ -9,15 +9,19 @@
 
 Printed per pipeline: registered images, 3D points, mean track length, mean reprojection error (px) of the largest
 model, and the median wall time of each stage over --repeat runs (the pipelines interleaved, their order rotated each
-run), with the stage's peak RSS. Every stage runs in its own process (the RSS is that process's). Run r seeds COLMAP's
-verification and mapping with r (pycolmap.set_random_seed, random_seed), so the runs also show how much a
-reconstruction of a few photos depends on RANSAC's draws: the registered images of every run are listed, the other
-figures are medians. PYTHONHASHSEED is fixed (hloc's list_h5_names returns a set: the pair order would change).
+run), with the stage's peak RSS. Every stage runs in its own process (the RSS is that process's). Run r seeds COLMAP
+with r: the RANSAC of the verification (RANSACOptions.random_seed; pycolmap.set_random_seed does not reach it) and the
+mapper (random_seed, on one thread, whose bundle adjustments then run in a fixed order), so a run is reproducible and
+the runs show how much a reconstruction of a few photos depends on RANSAC's draws: the registered images of every run
+are listed, the other figures are medians. With hloc, the matches of the two databases are compared after every run
+(the same feature file: equal sets of matches per pair unless a near-tie of similarities went the other way; the row
+order differs in the pairs hloc's pairs_from_exhaustive lists the other way round, and COLMAP's RANSAC draws depend on
+it).
+PYTHONHASHSEED is fixed (hloc's list_h5_names returns a set: its pair order would change).
 
 hloc is not installed by the project: give --hloc a folder that holds its `hloc` package (a checkout of
 cvg/Hierarchical-Localization; it needs torch, h5py, tqdm, opencv and pycolmap, which the test venv has). Without
-it the hloc column is left out. Steps that superpoint-rt does not have yet (`pairs`, `match` before they are built)
-fall back to hloc's code, and the table says so.
+it the hloc column is left out.
 
   .venv/bin/python bench/sfm_compare.py --cli build/src/cli/superpoint-rt --hloc /tmp/hloc [--repeat 5]
                                         [--scene sacre|berlin | --images DIR] [--plot A B] [--json out.json]
@@ -30,6 +34,7 @@ import json
 import os
 import pathlib
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -43,7 +48,6 @@ SCENES = {  # photos of ../shared/images (MANIFEST.tsv)
               "lg_sacre_coeur2.jpg"],
     "berlin": ["opensfm_berlin_01.jpg", "opensfm_berlin_02.jpg", "opensfm_berlin_03.jpg"],
 }
-VERIFY = "dict(ransac=dict(max_num_trials=20000, min_inlier_ratio=0.1))"  # hloc's estimation_and_geometric_verification
 
 
 def run_stage(cmd, env, seed: int) -> tuple[float, float]:
@@ -70,7 +74,7 @@ def map_code(db, images, out) -> str:
             f"pycolmap.logging.minloglevel = 2\n"
             f"seed = int(os.environ['SFM_SEED'])\n"
             f"maps = pycolmap.incremental_mapping({str(db)!r}, {str(images)!r}, {str(out)!r}, "
-            f"options=dict(random_seed=seed, num_threads=2))\n"
+            f"options=dict(random_seed=seed, num_threads=1))\n"
             f"best = max(maps.values(), key=lambda r: r.num_reg_images()) if maps else None\n"
             f"s = dict(registered=best.num_reg_images() if best else 0, points=best.num_points3D() if best else 0,\n"
             f"         track=best.compute_mean_track_length() if best else 0,\n"
@@ -79,13 +83,31 @@ def map_code(db, images, out) -> str:
 
 
 def verify_code(db, pairs) -> str:
+    # hloc's estimation_and_geometric_verification options, seeded
     return (f"import os, pycolmap\npycolmap.logging.minloglevel = 2\n"
-            f"pycolmap.set_random_seed(int(os.environ['SFM_SEED']))\n"
-            f"pycolmap.verify_matches({str(db)!r}, {str(pairs)!r}, options={VERIFY})\n")
+            f"ransac = dict(max_num_trials=20000, min_inlier_ratio=0.1, random_seed=int(os.environ['SFM_SEED']))\n"
+            f"pycolmap.verify_matches({str(db)!r}, {str(pairs)!r}, options=dict(ransac=ransac))\n")
 
 
-def has_command(cli, name) -> bool:
-    return subprocess.run([cli, name, "--help"], capture_output=True).returncode == 0
+def matches_table(db) -> dict:
+    """pair_id -> (blob, the set of its (i, j) rows) of a COLMAP database's matches table."""
+    con = sqlite3.connect(str(db))
+    try:
+        out = {}
+        for pair_id, data in con.execute("SELECT pair_id, data FROM matches"):
+            v = memoryview(data or b"").cast("I")
+            out[pair_id] = (bytes(data or b""), {(v[k], v[k + 1]) for k in range(0, len(v), 2)})
+        return out
+    finally:
+        con.close()
+
+
+def compare_matches(ours, hloc) -> dict:
+    """Whether two databases hold the same matches, as sets per pair, and in how many pairs the rows come in another
+    order (a pair hloc lists the other way round: its matches0 is indexed by the other image)."""
+    a, b = matches_table(ours), matches_table(hloc)
+    return {"same_sets": a.keys() == b.keys() and all(a[k][1] == b[k][1] for k in a),
+            "pairs": len(a), "other_order": sum(1 for k in a if k in b and a[k][0] != b[k][0])}
 
 
 def pipelines(a, images: pathlib.Path, work: pathlib.Path):
@@ -95,30 +117,17 @@ def pipelines(a, images: pathlib.Path, work: pathlib.Path):
     feats = work / "feats.h5"
     out = {}
     ours = work / "ours"
-    ours_pairs = ours / "pairs.txt"
+    ours_pairs, ours_matches, ours_db = ours / "pairs.txt", ours / "matches.h5", ours / "database.db"
     stages = [("extract", [cli, "extract", images, "--preset", "hloc:superpoint_aachen", "--as-half", "-o", feats,
-                           "--weights", weights, "--quiet", "--overwrite"], None)]
-    notes = []
-    if has_command(cli, "pairs"):
-        stages.append(("pairs", [cli, "pairs", "--exhaustive", feats, "-o", ours_pairs], None))
-    else:
-        notes.append("pairs: hloc's pairs_from_exhaustive (superpoint-rt pairs not built yet)")
-        stages.append(("pairs", py(f"from hloc import pairs_from_exhaustive as p; import pathlib\n"
-                                   f"p.main(pathlib.Path({str(ours_pairs)!r}), features=pathlib.Path({str(feats)!r}))"),
-                       hloc_env))
-    ours_matches = ours / "matches.h5"
-    if has_command(cli, "match"):
-        stages.append(("match", [cli, "match", "--features", feats, "--pairs", ours_pairs, "--conf", "NN-mutual", "-o",
-                                 ours_matches], None))
-    else:
-        notes.append("match: hloc's match_features NN-mutual (superpoint-rt match not built yet)")
-        stages.append(("match", py(_hloc_match(feats, ours_pairs, ours_matches)), hloc_env))
-    ours_db = ours / "database.db"
-    stages += [("import", [cli, "colmap", "--features", feats, "--matches", ours_matches, "--pairs", ours_pairs,
+                           "--weights", weights, "--quiet", "--overwrite"], None),
+              ("pairs", [cli, "pairs", "--exhaustive", feats, "-o", ours_pairs, "--quiet"], None),
+              ("match", [cli, "match", "--features", feats, "--pairs", ours_pairs, "--conf", "NN-mutual", "-o",
+                         ours_matches, "--quiet"], None),
+              ("import", [cli, "colmap", "--features", feats, "--matches", ours_matches, "--pairs", ours_pairs,
                            "--images", images, "-o", ours_db, "--overwrite", "--quiet"], None),
                ("verify", py(verify_code(ours_db, ours_pairs)), None),
                ("map", py(map_code(ours_db, images, ours / "sfm")), None)]
-    out["superpoint-rt"] = (ours, stages, notes)
+    out["superpoint-rt"] = (ours, stages, [])
     if a.hloc:
         h = work / "hloc"
         hp, hm, hdb = h / "pairs.txt", h / "matches.h5", h / "database.db"
@@ -143,8 +152,8 @@ def pipelines(a, images: pathlib.Path, work: pathlib.Path):
                        f"pycolmap.extract_features({str(sdb)!r}, {str(images)!r}, "
                        f"camera_mode=pycolmap.CameraMode.PER_IMAGE)"), None),
         ("match", py(f"import os, pycolmap\npycolmap.logging.minloglevel = 2\n"
-                     f"pycolmap.set_random_seed(int(os.environ['SFM_SEED']))\n"
-                     f"pycolmap.match_exhaustive({str(sdb)!r})"), None),
+                     f"ransac = dict(random_seed=int(os.environ['SFM_SEED']))\n"
+                     f"pycolmap.match_exhaustive({str(sdb)!r}, verification_options=dict(ransac=ransac))"), None),
         ("map", py(map_code(sdb, images, s / "sfm")), None)], ["match includes COLMAP's verification"])
     return out
 
@@ -187,6 +196,7 @@ def main() -> int:
         times = {name: {} for name in plan}
         rss = {name: {} for name in plan}
         stats = {name: [] for name in plan}
+        same_matches = []  # per run: compare_matches of superpoint-rt's and hloc's databases
         names = list(plan)
         for r in range(a.repeat):
             order = names[r % len(names):] + names[:r % len(names)]
@@ -199,6 +209,9 @@ def main() -> int:
                     times[name].setdefault(stage, []).append(wall)
                     rss[name][stage] = max(rss[name].get(stage, 0.0), peak)
                 stats[name].append(json.loads((folder / "sfm" / "stats.json").read_text()))
+            if "hloc" in plan:
+                same_matches.append(compare_matches(plan["superpoint-rt"][0] / "database.db",
+                                                    plan["hloc"][0] / "database.db"))
         n_images = sum(1 for _ in images.iterdir())
         cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                    "?")
@@ -220,6 +233,12 @@ def main() -> int:
                 print(f"{'':15}   note: {note}")
             result[name] = {"runs": runs, "median": st, "median_s": med, "peak_rss_mib": rss[name],
                             "runs_s": times[name], "notes": plan[name][2]}
+        if same_matches:
+            c = same_matches[-1]
+            print(f"superpoint-rt's and hloc's databases hold the same matches in "
+                  f"{sum(m['same_sets'] for m in same_matches)} of {len(same_matches)} runs; in {c['other_order']} of "
+                  f"{c['pairs']} pairs in another row order (hloc lists those pairs the other way round)")
+            result["same_matches_as_hloc"] = same_matches
         if a.plot:
             ours = plan["superpoint-rt"][0]
             png = work / "pair.png"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Match two images: mutual nearest neighbours of the SuperPoint descriptors, drawn side by side.
+"""Match two images with hloc's nearest-neighbour matcher (superpoint_rt.match), drawn side by side.
 
-    python examples/match_pair.py [IMAGE_A IMAGE_B] [--out matches.png] [--max-keypoints N] [--min-similarity S]
+    python examples/match_pair.py [IMAGE_A IMAGE_B] [--out matches.png] [--max-keypoints N]
+                                  [--conf NN-mutual|NN-ratio|NN-superpoint]
 
 Default pair: ../shared/images/berlin01_1600x900.jpg and berlin02_1600x900.jpg beside the repository, or a synthetic
 picture and a shifted copy when those are absent. Needs numpy only.
@@ -18,20 +19,8 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from _common import demo_image, weights  # noqa: E402
 
-from superpoint_rt import SuperPoint, draw_keypoints, read_image, synthetic_image, write_png  # noqa: E402
+from superpoint_rt import SuperPoint, draw_keypoints, match, read_image, synthetic_image, write_png  # noqa: E402
 from superpoint_rt._image import draw_line  # noqa: E402
-
-
-def mutual_nearest_neighbours(da: np.ndarray, db: np.ndarray, min_similarity: float) -> np.ndarray:
-    """(M, 2) index pairs (i in a, j in b) that are each other's best match (cosine similarity of unit vectors)."""
-    if len(da) == 0 or len(db) == 0:
-        return np.zeros((0, 2), np.int64)
-    sim = da @ db.T
-    i2j = sim.argmax(1)
-    j2i = sim.argmax(0)
-    i = np.arange(len(da))
-    mutual = (j2i[i2j] == i) & (sim[i, i2j] >= min_similarity)
-    return np.stack([i[mutual], i2j[mutual]], 1)
 
 
 def main() -> int:
@@ -39,7 +28,8 @@ def main() -> int:
     ap.add_argument("images", nargs="*", help="two image files")
     ap.add_argument("--out", default="matches.png", help="output PNG (default: matches.png)")
     ap.add_argument("--max-keypoints", type=int, default=1024)
-    ap.add_argument("--min-similarity", type=float, default=0.7)
+    ap.add_argument("--conf", default="NN-superpoint", choices=["NN-mutual", "NN-ratio", "NN-superpoint"],
+                    help="hloc's matcher configuration (default NN-superpoint: mutual, distance <= 0.7)")
     args = ap.parse_args()
     if len(args.images) not in (0, 2):
         ap.error("give two images, or none for the demo pair")
@@ -58,7 +48,7 @@ def main() -> int:
 
     with SuperPoint.from_pretrained(weights(), warmup_variants="minimal") as model:
         fa, fb = model(pics, max_keypoints=args.max_keypoints)
-    pairs = mutual_nearest_neighbours(fa.descriptors, fb.descriptors, args.min_similarity)
+    pairs, _ = match(fa, fb, args.conf)
     print(f"{srcs[0]}: {len(fa)} keypoints, {srcs[1]}: {len(fb)} keypoints, {len(pairs)} mutual matches")
 
     ia, ib = draw_keypoints(pics[0], fa.keypoints, 2), draw_keypoints(pics[1], fb.keypoints, 2)

@@ -192,6 +192,11 @@ def http_seeds(png: bytes, jpg: bytes):
     body, ctype = multipart([("image", "a.png", "image/png", png), ("image", "b.jpg", "image/jpeg", jpg),
                              ("image", "", None, b"not an image")])
     s.append(("batch", req("POST", "/v1/keypoints/batch?max_keypoints=5", [("Content-Type", ctype)], body)))
+    body, ctype = multipart([("image0", "a.png", "image/png", png), ("image1", "b.jpg", "image/jpeg", jpg)])
+    s.append(("match", req("POST", "/v1/match?conf=NN-ratio&ratio=0.9&distance=0.7&mutual=false&max_keypoints=5",
+                           [("Content-Type", ctype)], body)))
+    body, ctype = multipart([("image0", "a.png", "image/png", png), ("image0", "b.png", None, png)])
+    s.append(("match_bad_fields", req("POST", "/v1/match?conf=superglue", [("Content-Type", ctype)], body)))
     chunked = f"{len(png):x}\r\n".encode() + png + b"\r\n0\r\n\r\n"
     s.append(("chunked", req("POST", "/v1/keypoints", [("Content-Type", "image/png"),
                                                          ("Transfer-Encoding", "chunked")]).replace(
@@ -337,15 +342,13 @@ def npz_seeds():
 
 
 def pairs_seeds():
-    """hloc pair lists (src/sfm/pairs.hpp): exhaustive and retrieval style, CRLF and CR line ends, blank lines, tabs,
-    names with folders, and the malformed lines the parser must refuse (one or three fields)."""
-    names = [f"db/{i:04d}.jpg" for i in range(5)] + ["query/q_1.jpg"]
-    exhaustive = "\n".join(f"{a} {b}" for i, a in enumerate(names) for b in names[i + 1:])
-    return [("exhaustive.txt", exhaustive.encode()), ("crlf.txt", exhaustive.replace("\n", "\r\n").encode()),
-            ("cr.txt", exhaustive.replace("\n", "\r").encode() + b"\r"),
-            ("blank_tabs.txt", b"\n\n a.jpg\t b.jpg \n\n\x0bc.jpg d.jpg\x0c\n"),
-            ("one_field.txt", b"a.jpg b.jpg\nc.jpg\n"), ("three_fields.txt", b"a.jpg b.jpg c.jpg\n"),
-            ("utf8.txt", "caf\u00e9/1.jpg caf\u00e9/2.jpg\n".encode()), ("empty.txt", b"")]
+    return [("exhaustive.txt", b"a.jpg b.jpg\na.jpg c.jpg\nb.jpg c.jpg"),
+            ("crlf_tabs.txt", b"db/1.jpg\tq/2.jpg\r\n\n  x y  \n"),
+            ("cr.txt", b"a.jpg b.jpg\ra.jpg c.jpg\r\rb.jpg c.jpg\r"),
+            ("repeats.txt", b"a b\nb a\na b\nc c\n"),
+            ("unicode.txt", "caf\u00e9.jpg\u00a0b.jpg\nc\u3000d\ne\u2003f\n".encode()),
+            ("bad_lines.txt", b"a b c\nd\n \t\n"),
+            ("long_name.txt", b"a " + b"x" * 5000 + b"\n")]
 
 
 def main():
@@ -360,10 +363,13 @@ def main():
     # The cv2 decode harness: the same images, plus EXIF orientations (fuzz_decode_cv2.cpp).
     for name, data in imgs + exif_seeds(imgs):
         c.add("decode_cv2", name, data)
-    # The plane harness takes 3 parameter bytes (channel, output width - 1, output height - 1), then a JPEG.
+    # The plane harness takes 4 parameter bytes (channel, output width - 1, output height - 1, the two-thread mode:
+    # see fuzz_decode_plane.cpp), then a JPEG. Each JPEG comes with the one-thread mode and one of the others.
     jpegs = [(n, d) for n, d in imgs if d[:3] == b"\xff\xd8\xff"]
     for i, (name, data) in enumerate(jpegs):
-        c.add("decode_plane", name, bytes([i % 4, (5 * i + 7) % 64, (3 * i + 4) % 64]) + data)
+        params = [i % 4, (5 * i + 7) % 64, (3 * i + 4) % 64]
+        c.add("decode_plane", name, bytes(params + [0]) + data)
+        c.add("decode_plane", "split_" + name, bytes(params + [1 + i % 3 + ((7 * i) % 64 << 2)]) + data)
     png = dict(imgs)["RGB_16x16.png"]
     jpg = dict(imgs)["rgb_sub2_16x16.jpg"]
     for name, data in http_seeds(png, jpg):

@@ -2,8 +2,8 @@
 // (folders: every file under them, recursively, in name order; names starting with '.' are skipped, e.g. .gitkeep).
 // ctest runs it over the seed corpus and fuzz/regressions/<harness>/ in every build, so a crash that libFuzzer found
 // once fails the Release and the sanitizer builds too. Exit status: 0 when every input ran, 1 when an argument does
-// not exist or no input file was found at all (an empty corpus must not pass silently); a crash aborts as it would
-// under libFuzzer (the sanitizers report it).
+// not exist or no input file was found at all (an empty corpus must not pass silently) or when the harness's closing
+// check (SprtFuzzReplayCheck) fails; a crash aborts as it would under libFuzzer (the sanitizers report it).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +16,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) __attribute__((weak));
+// Optional, defined by a harness whose corpus must reach a path (fuzz_decode_plane.cpp: the two-thread JPEG decode):
+// called after every input ran; prints what it counted and returns non-zero when the corpus missed the path.
+extern "C" int SprtFuzzReplayCheck() __attribute__((weak));
 
 namespace {
 
@@ -65,5 +68,9 @@ int main(int argc, char** argv) {
     LLVMFuzzerTestOneInput(data.empty() ? nullptr : data.data(), data.size());
   }
   std::fprintf(stderr, "replay: %zu inputs ran\n", files.size());
+  if (SprtFuzzReplayCheck && SprtFuzzReplayCheck() != 0) {
+    std::fprintf(stderr, "replay: the harness's closing check failed (see above)\n");
+    return 1;
+  }
   return 0;
 }

@@ -36,13 +36,19 @@ struct Params {
   static constexpr int kMaxKeypointsMax = 307200;
   static constexpr int kNmsRadiusMax = 32;
   /// The network frame: each side in [kMinNetworkSide, kMaxNetworkSide] and at most kMaxNetworkPixels pixels
-  /// (a 4096x4096 frame needs about 8.6 GB of activations at fp32).
-  static constexpr int kMinNetworkSide = 16;
+  /// (a 4096x4096 frame needs about 8.6 GB of activations at fp32). kMinNetworkSide is one cell of the network's
+  /// 8 x 8 grid (its three 2 x 2 poolings): the smallest frame PyTorch's SuperPoint (hloc, LightGlue) runs on; a frame
+  /// under 16 on a side has no pixel inside the 4-pixel border, so it gives no keypoint. Options::max_frame_pixels
+  /// lowers the pixel limit for a model (the server's --max-frame-pixels).
+  static constexpr int kMinNetworkSide = 8;
   static constexpr int kMaxNetworkSide = 8192;
   static constexpr std::int64_t kMaxNetworkPixels = std::int64_t{4096} * 4096;
+  /// The smallest frame, kMinNetworkSide squared: the lowest Options::max_frame_pixels.
+  static constexpr std::int64_t kMinNetworkPixels = std::int64_t{kMinNetworkSide} * kMinNetworkSide;
 
   /// Throws Error(InvalidArgument) naming the parameter, its value and the allowed range (NaN included), an unknown
-  /// preset or interpolation, or a contradiction (an explicit fixed `resize` together with `resize_max`).
+  /// preset or interpolation, or a contradiction (an explicit fixed `resize` together with `resize_max`), and
+  /// Error(TooLarge) for an explicit `resize` frame of more than kMaxNetworkPixels pixels.
   void validate() const;
 };
 
@@ -91,9 +97,13 @@ struct ResolvedParams {
   bool exif_orientation = false;
   OutputConvention output = OutputConvention::Hf;
 
-  /// The network frame (width, height) for an image of w x h pixels. Throws Error(TooLarge) when it is over the
-  /// limits of Params (kMaxNetworkSide, kMaxNetworkPixels), Error(InvalidArgument) when under kMinNetworkSide.
-  std::pair<int, int> network_frame(int w, int h, const std::string& what) const;
+  /// The network frame (width, height) for an image of w x h pixels (`what` names the image in messages). Throws
+  /// Error(TooLarge) when a side is over kMaxNetworkSide or the frame has more than `max_frame_pixels` pixels
+  /// (Options::max_frame_pixels; at most kMaxNetworkPixels), Error(InvalidArgument) when a side is under
+  /// kMinNetworkSide; the message names the image, its size, the parameter that chose the frame (resize,
+  /// resize_max) and the limit.
+  std::pair<int, int> network_frame(int w, int h, const std::string& what,
+                                    std::int64_t max_frame_pixels = Params::kMaxNetworkPixels) const;
 };
 
 /// preset defaults + explicit fields, validated (throws as Params::validate).

@@ -49,6 +49,9 @@ std::span<const PresetSpec> preset_specs();
 const PresetSpec* find_preset(std::string_view name);
 /// "hf, hloc:superpoint_aachen, ..." for messages and help.
 std::string preset_names();
+/// The most network-frame pixels a preset's own resize rule gives: 1600 x 1600 = 2,560,000 (hloc:superpoint_max and
+/// _inloc, a square image). The server's default --max-frame-pixels: every preset request with its defaults fits.
+std::int64_t largest_preset_frame_pixels();
 
 /// A typed parameter value (the language bindings): Int as int64, Float as double, Bool, String.
 using ParamValue = std::variant<bool, std::int64_t, double, std::string>;
@@ -59,9 +62,10 @@ using ParamValue = std::variant<bool, std::int64_t, double, std::string>;
 void set_param(Params& p, std::string_view name, const ParamValue& value);
 
 /// Sets one parameter (or "preset") from its text form, as typed on a command line or in a query string: integers
-/// in decimal, floats as C (locale independent), booleans true/false/1/0, strings as listed. Throws
-/// Error(InvalidArgument) naming the parameter, the value and the allowed range, or an unknown name (with the list),
-/// and Error(TypeMismatch) for a boolean that is not one of those words.
+/// in decimal, floats in decimal notation (std::from_chars: "0.005", "5e-3"; no hex floats, no leading space or '+',
+/// independent of the C locale), booleans true/false/1/0 (any letter case), strings as listed. Throws
+/// Error(InvalidArgument) naming the parameter, the value (control characters shown as \xNN) and the allowed range,
+/// or an unknown name (with the list), and Error(TypeMismatch) for a boolean that is not one of those words.
 void set_param_text(Params& p, std::string_view name, std::string_view value);
 
 /// The effective value of parameter `name` in `r` as text ("1024", "0.005", "true", "640x480", "cv2_area").

@@ -94,28 +94,53 @@ struct Options {
   std::vector<ImageInput> calibration;
   /// Decoder limit: images with more pixels are refused before their pixels are decoded.
   std::int64_t max_pixels = kDefaultMaxPixels;
+  /// Network-frame limit: a request whose frame (its resize rule applied to the image: resize, resize_max) has more
+  /// pixels is refused with Error(TooLarge) naming the limit, before any resize plan, network plan or buffer of that
+  /// frame is made (an explicit resize before the image is decoded). The memory a frame costs grows with its pixels
+  /// (about 520 bytes per frame pixel of activations at fp32). Params::kMinNetworkPixels .. Params::kMaxNetworkPixels;
+  /// `superpoint-rt serve` defaults to largest_preset_frame_pixels() (1600 x 1600).
+  std::int64_t max_frame_pixels = Params::kMaxNetworkPixels;
   /// Warm-up at load time.
   WarmupSpec warmup = WarmupSpec::defaults();
   /// Print loading and warm-up progress to stderr.
   bool verbose = false;
 };
 
+/// One precision on this CPU (precisions_on_this_cpu(), ModelInfo::precisions, `superpoint-rt info` and `bench`):
+/// whether the engine runs it here, its forward time against fp32's on this kind of CPU, and what it costs in
+/// quality by the homography protocol of bench/quality.py (docs/BENCHMARKS.md, "Choosing a precision").
+struct PrecisionReport {
+  std::string precision;    // "fp32", "bf16" or "int8"
+  bool runs = false;        // the engine accepts it on this CPU (after the SUPERPOINT_RT_ISA cap)
+  double time_vs_fp32 = 0;  // its 640x480 forward time / fp32's at 2 threads on this kind of CPU; 0 = unknown
+  bool measured = false;    // time_vs_fp32 was measured on this kind of CPU (false: expected, see basis)
+  std::string basis;        // the kind of CPU and the run behind time_vs_fp32, or why the precision does not run
+  std::string quality;      // against fp32: keypoint F1, homography accuracy, MMA, repeatability (or "exact")
+};
+
+/// fp32, bf16 and int8 on this CPU, in that order (from the CPU's units; no model is loaded).
+std::vector<PrecisionReport> precisions_on_this_cpu();
+/// The precision that runs fastest on this CPU ("fp32", "bf16" or "int8"): the one with the smallest known
+/// time_vs_fp32 among those that run (bf16 only where it measured faster than fp32).
+std::string fastest_precision_on_this_cpu();
+
 /// Where the weights came from and what runs them (for `superpoint-rt info`, Python model.config, HTTP /v1/info).
 struct ModelInfo {
-  std::string model;                       // as given in Options
-  std::string revision;                    // the commit for hub models (empty for local dirs)
-  std::string weights_dir;                 // the directory that was loaded
-  std::string source;                      // "local", "cache" or "download"
-  std::string backend;                     // e.g. "onednn"
-  std::string device;                      // e.g. "cpu"
-  std::string precision;                   // e.g. "fp32"
-  std::string calibration;                 // int8: "built-in (3 synthetic 640x480 images)" or "N images"; else ""
-  int threads = 0;                         // compute threads in use
-  std::string cpu_features;                // e.g. "avx512f avx512bw avx2 fma" (the kernels selected at run time)
-  std::string cpu_units;                   // e.g. "AVX2 yes, FMA yes, AVX-512 no, VNNI no, AVX512-BF16 no, AMX no"
-  std::string fastest_precision;           // the precision fastest on this CPU, e.g. "fp32" (docs/BENCHMARKS.md)
-  std::string plan;                        // per-layer algorithm choice of the backend
-  std::map<std::string, double> warmup_s;  // seconds per warm-up step
+  std::string model;                        // as given in Options
+  std::string revision;                     // the commit for hub models (empty for local dirs)
+  std::string weights_dir;                  // the directory that was loaded
+  std::string source;                       // "local", "cache" or "download"
+  std::string backend;                      // e.g. "onednn"
+  std::string device;                       // e.g. "cpu"
+  std::string precision;                    // e.g. "fp32"
+  std::string calibration;                  // int8: "built-in (3 synthetic 640x480 images)" or "N images"; else ""
+  int threads = 0;                          // compute threads in use
+  std::string cpu_features;                 // e.g. "avx512f avx512bw avx2 fma" (the kernels selected at run time)
+  std::string cpu_units;                    // e.g. "AVX2 yes, FMA yes, AVX-512 no, VNNI no, AVX512-BF16 no, AMX no"
+  std::string fastest_precision;            // fastest_precision_on_this_cpu(), e.g. "int8"
+  std::vector<PrecisionReport> precisions;  // precisions_on_this_cpu()
+  std::string plan;                         // per-layer algorithm choice of the backend
+  std::map<std::string, double> warmup_s;   // seconds per warm-up step
 };
 
 class Engine;  // internal

@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <limits>
 #include <string>
 
 // An internal header (the module builds with include/ only; resize_float.hpp itself needs nothing from src/).
@@ -20,7 +21,7 @@ void register_internal_resize(py::module_& m) {
          const std::string& kind) {
         namespace im = superpoint_rt::image;
         if (src.ndim() != 2) throw py::value_error("_resize_float takes a 2-D float32 array");
-        if (src.shape(0) > im::kMaxResizeFloatSide || src.shape(1) > im::kMaxResizeFloatSide)
+        if (src.shape(0) > std::numeric_limits<int>::max() || src.shape(1) > std::numeric_limits<int>::max())
           throw py::value_error("_resize_float: array shape is over the size limit");
         const int sh = static_cast<int>(src.shape(0)), sw = static_cast<int>(src.shape(1));
         using Fn =

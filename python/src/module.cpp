@@ -231,6 +231,18 @@ class Model {
     d["cpu_features"] = i.cpu_features;
     d["cpu_units"] = i.cpu_units;
     d["fastest_precision"] = i.fastest_precision;
+    py::list precisions;
+    for (const sp::PrecisionReport& r : i.precisions) {
+      py::dict p;
+      p["precision"] = r.precision;
+      p["runs"] = r.runs;
+      p["time_vs_fp32"] = r.time_vs_fp32 > 0 ? py::object(py::float_(r.time_vs_fp32)) : py::object(py::none());
+      p["measured"] = r.measured;
+      p["basis"] = r.basis;
+      p["quality"] = r.quality;
+      precisions.append(p);
+    }
+    d["precisions"] = precisions;
     d["plan"] = i.plan;
     d["warmup_s"] = to_dict(i.warmup_s);
     return d;
@@ -267,7 +279,8 @@ class Model {
 Model load(const std::string& model, const std::string& revision, const std::string& cache_dir, bool local_files_only,
            const std::string& device, int threads, const std::string& precision, std::int64_t max_pixels,
            std::vector<std::pair<int, int>> sizes, std::vector<int> nms_radii, std::vector<std::string> decoders,
-           int num_workers, bool verbose, const py::list& calibration, std::vector<std::pair<int, int>> network_sizes) {
+           int num_workers, bool verbose, const py::list& calibration, std::vector<std::pair<int, int>> network_sizes,
+           std::int64_t max_frame_pixels) {
   sp::Options o;
   o.model = model;
   o.revision = revision;
@@ -277,6 +290,7 @@ Model load(const std::string& model, const std::string& revision, const std::str
   o.threads = threads;
   o.precision = precision;
   o.max_pixels = max_pixels;
+  o.max_frame_pixels = max_frame_pixels;
   o.warmup =
       make_spec(std::move(sizes), std::move(nms_radii), std::move(decoders), num_workers, std::move(network_sizes));
   o.verbose = verbose;
@@ -335,12 +349,14 @@ py::dict spec_dict(const sp::WarmupSpec& s) {
 
 void register_internal_cv2(py::module_& m);     // internal_cv2.cpp
 void register_internal_resize(py::module_& m);  // internal_resize.cpp
+void register_match(py::module_& m);            // match.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "superpoint_rt._core: the C++ engine behind superpoint_rt.SuperPoint (use that class, not this module)";
   m.attr("__version__") = sp::version();
   register_internal_cv2(m);
   register_internal_resize(m);
+  register_match(m);
 
   // errors.hpp maps the kinds onto Python's built-in exceptions, so callers catch what they expect.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -374,7 +390,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("load", &load, py::arg("model"), py::arg("revision"), py::arg("cache_dir"), py::arg("local_files_only"),
         py::arg("device"), py::arg("threads"), py::arg("precision"), py::arg("max_pixels"), py::arg("sizes"),
         py::arg("nms_radii"), py::arg("decoders"), py::arg("num_workers"), py::arg("verbose"),
-        py::arg("calibration") = py::list(), py::arg("network_sizes") = std::vector<std::pair<int, int>>{});
+        py::arg("calibration") = py::list(), py::arg("network_sizes") = std::vector<std::pair<int, int>>{},
+        py::arg("max_frame_pixels") = sp::Params::kMaxNetworkPixels);
   m.def("decode", &decode, py::arg("src"), py::arg("max_pixels") = sp::kDefaultMaxPixels);
   m.def("write_png", &write_png, py::arg("path"), py::arg("image"));
   m.def("default_warmup", [] { return spec_dict(sp::WarmupSpec::defaults()); });
@@ -385,5 +402,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_KEYPOINTS_MAX") = sp::Params::kMaxKeypointsMax;
   m.attr("NMS_RADIUS_MAX") = sp::Params::kNmsRadiusMax;
   m.attr("DEFAULT_MAX_PIXELS") = sp::kDefaultMaxPixels;
+  m.attr("MAX_NETWORK_PIXELS") = sp::Params::kMaxNetworkPixels;
+  m.attr("MIN_FRAME_PIXELS") = sp::Params::kMinNetworkPixels;
   m.attr("SUPPORTED_FORMATS") = sp::supported_formats();
 }

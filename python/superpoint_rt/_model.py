@@ -165,6 +165,7 @@ class SuperPoint:
         local_files_only: bool = False,
         cache_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
         max_pixels: Optional[int] = None,
+        max_frame_pixels: Optional[int] = None,
         verbose: bool = False,
     ) -> "SuperPoint":
         """Loads the weights, builds the network and warms up the requested variants.
@@ -188,6 +189,9 @@ class SuperPoint:
             local_files_only: never use the network (also with $HF_HUB_OFFLINE=1).
             cache_dir: hub cache (default $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub).
             max_pixels: decoder limit (default 178,956,970, Pillow's); larger images are refused before decoding.
+            max_frame_pixels: network-frame limit (default 16,777,216 = 4096 x 4096, the network's own): a request
+                whose frame (what resize / resize_max give for the image) has more pixels raises ValueError before
+                any plan or buffer of that frame is made. At least 64 (8 x 8).
             verbose: False (default): only warnings and errors; True: loading and warm-up progress on stderr.
 
         Raises:
@@ -206,13 +210,15 @@ class SuperPoint:
         verbose = check_bool("verbose", verbose)
         nthreads = 0 if threads is None else check_threads(threads, 1)
         mp = _core.DEFAULT_MAX_PIXELS if max_pixels is None else check_max_pixels(max_pixels)
+        mfp = _core.MAX_NETWORK_PIXELS if max_frame_pixels is None else check_int(
+            "max_frame_pixels", max_frame_pixels, _core.MIN_FRAME_PIXELS, _core.MAX_NETWORK_PIXELS)
         dev = _resolve_device(device, device_id)
         spec = _resolve_warmup(warmup_variants, precompile_sizes, precompile_nms_radii)
         cache = "" if cache_dir is None else os.fsdecode(cache_dir)
         calib = _calibration_inputs(calibration)
         core = _core.load(path, revision or "", cache, local_files_only, dev, nthreads, precision, mp,
                           spec["sizes"], spec["nms_radii"], spec["decoders"], spec["num_workers"], verbose, calib,
-                          spec["network_sizes"])
+                          spec["network_sizes"], mfp)
         info = core.info()
         config = dict(info)
         config.update({
@@ -220,6 +226,7 @@ class SuperPoint:
             "local_files_only": local_files_only,
             "cache_dir": cache or None,
             "max_pixels": mp,
+            "max_frame_pixels": mfp,
             "verbose": verbose,
             "warmup_variants": {"sizes": [tuple(s) for s in spec["sizes"]], "nms_radii": list(spec["nms_radii"]),
                                 "decoders": list(spec["decoders"]), "num_workers": spec["num_workers"],

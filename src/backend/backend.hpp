@@ -29,6 +29,11 @@ struct CalibrationPlane {
   std::vector<float> pixels;
 };
 
+/// The built-in int8 calibration (BackendOptions::calibration when none is given): image::synthetic_image at
+/// 640x480, seeds 1-3, channel 0 / 255 (the plane the engine feeds for a colour image by default). `superpoint-rt
+/// bench` gives the same planes to its OpenVINO int8 peer, so both calibrate on the same images.
+std::vector<CalibrationPlane> default_calibration_planes();
+
 struct BackendOptions {
   int threads = 0;                 // 0 = all cores
   std::string precision = "fp32";  // fp32 (others where offered: onednn also bf16, int8)

@@ -1,54 +1,34 @@
 // Batch extraction: hloc feature files in HDF5 (writing part files, listing, merging). See batch.hpp for the layout
 // and the crash-safety scheme.
-#include <fcntl.h>
-#include <hdf5.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include "batch/batch.hpp"
-#include "batch/hdf5.hpp"
 #include "util/file.hpp"
 #include "util/half.hpp"
+#include "util/hdf5.hpp"
 
 namespace superpoint_rt::batch {
 namespace fs = std::filesystem;
 namespace {
 
-/// h5py's float16: IEEE binary16 as an HDF5 float type (HDF5 1.10 has no predefined one).
-hid_t make_f16_type() {
-  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
-  H5Tset_fields(t, 15, 10, 5, 0, 10);
-  H5Tset_size(t, 2);
-  H5Tset_ebias(t, 15);
-  return t;
-}
-
-void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_type, std::vector<hsize_t> dims,
-                   const void* data, const std::string& where) {
-  Hid space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  Hid ds(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) io_error(std::string("cannot create dataset ") + name, where);
-  hsize_t n = 1;
-  for (auto d : dims) n *= d;
-  if (n) check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "cannot write", where);
-}
+using util::h5::check;
+using util::h5::create_file;
+using util::h5::Hid;
+using util::h5::io_error;
+using util::h5::open_file;
+using util::h5::write_dataset;
 
 void write_floats(hid_t group, const char* name, const std::vector<float>& v, std::vector<hsize_t> dims, bool half,
                   const std::string& where) {
   if (!half) return write_dataset(group, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, dims, v.data(), where);
   std::vector<std::uint16_t> h(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) h[i] = util::float_to_half(v[i]);
-  Hid f16(make_f16_type(), H5Tclose);
+  Hid f16(util::h5::make_f16_type(), H5Tclose);
   write_dataset(group, name, f16.get(), f16.get(), dims, h.data(), where);
 }
 
@@ -56,8 +36,7 @@ void write_floats(hid_t group, const char* name, const std::vector<float>& v, st
 /// "uncertainty" attribute on keypoints).
 void write_group(hid_t file, const std::string& name, const HlocFeatures& h, bool half, const std::string& path) {
   const std::string where = path + " [" + name + "]";
-  Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Hid lcpl = util::h5::intermediate_groups();
   Hid g(H5Gcreate2(file, name.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!g.ok()) io_error("cannot create group", where);
   const hsize_t n = h.scores.size();
@@ -75,52 +54,12 @@ void write_group(hid_t file, const std::string& name, const HlocFeatures& h, boo
   write_dataset(g.get(), "image_size", H5T_STD_I64LE, H5T_NATIVE_INT64, {2}, size, where);
 }
 
-Hid create_file(const std::string& path) {
-  quiet_hdf5();
-  Hid f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.ok()) io_error("cannot create HDF5 file", path);
-  return f;
-}
-
-herr_t visit_cb(hid_t, const char* name, const H5O_info_t* info, void* data) {
-  if (info->type == H5O_TYPE_DATASET) {
-    const std::string n = name;
-    const auto slash = n.rfind('/');
-    static_cast<std::set<std::string>*>(data)->insert(slash == std::string::npos ? "" : n.substr(0, slash));
-  }
-  return 0;
-}
-
-std::vector<std::string> names_of(hid_t file, const std::string& path) {
-  std::set<std::string> names;
-  check(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, &names, H5O_INFO_BASIC), "cannot list", path);
-  names.erase("");  // datasets at the root belong to no image
-  return {names.begin(), names.end()};
-}
-
 }  // namespace
 
-std::recursive_mutex& hdf5_mutex() {
-  static std::recursive_mutex m;
-  return m;
-}
-
-void quiet_hdf5() {
-  static std::atomic<bool> done{false};
-  if (!done.exchange(true)) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-}
-
-Hid open_h5(const std::string& path, unsigned flags) {
-  quiet_hdf5();
-  Hid f(H5Fopen(path.c_str(), flags, H5P_DEFAULT), H5Fclose);
-  if (!f.ok()) io_error("cannot open HDF5 file (missing, not HDF5, or damaged)", path);
-  return f;
-}
-
 std::vector<std::string> list_h5_names(const std::string& path) {
-  std::lock_guard lock(hdf5_mutex());
-  Hid f = open_h5(path, H5F_ACC_RDONLY);
-  return names_of(f.get(), path);
+  std::lock_guard lock(util::h5::lock());
+  Hid f = open_file(path, H5F_ACC_RDONLY);
+  return util::h5::dataset_parents(f.get(), path);
 }
 
 HlocFeatures to_hloc(const Features& f, OutputConvention output) {
@@ -170,21 +109,10 @@ void PartWriter::add(const std::string& name, const Features& f) {
 
 std::size_t PartWriter::commit() {
   if (pending_.empty()) return 0;
-  std::lock_guard lock(hdf5_mutex());
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) io_error("cannot create folder (" + ec.message() + ")", dir_);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  std::ostringstream base;
-  base << dir_ << "/part-" << std::chrono::duration_cast<std::chrono::microseconds>(now).count() << "-" << ::getpid()
-       << "-" << seq_++;
-  const std::string tmp = base.str() + ".h5.tmp", final_path = base.str() + ".h5";
-  {
-    Hid f = create_file(tmp);
-    for (const auto& [name, h] : pending_) write_group(f.get(), name, h, as_half_, tmp);
-    check(f.close(), "cannot close", tmp);
-  }
-  util::rename_into_place(tmp, final_path);
+  std::lock_guard lock(util::h5::lock());
+  util::h5::write_part_file(dir_, seq_++, [&](hid_t file, const std::string& tmp) {
+    for (const auto& [name, h] : pending_) write_group(file, name, h, as_half_, tmp);
+  });
   const std::size_t n = pending_.size();
   pending_.clear();
   return n;
@@ -201,8 +129,7 @@ std::vector<std::string> part_files(const std::string& output) {
 
 std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& output, bool overwrite,
                      bool include_existing) {
-  std::lock_guard lock(hdf5_mutex());
-  quiet_hdf5();
+  std::lock_guard lock(util::h5::lock());
   const bool existing = include_existing && fs::exists(output);
   // Check everything before writing anything: every source readable, no duplicate unless overwrite.
   std::map<std::string, std::string> source_of;  // name -> file
@@ -229,14 +156,13 @@ std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& 
       fs::copy_file(output, tmp, fs::copy_options::overwrite_existing, ec);
       if (ec) io_error("cannot copy to " + tmp + " (" + ec.message() + ")", output);
     }
-    Hid dst = existing ? open_h5(tmp, H5F_ACC_RDWR) : create_file(tmp);
+    Hid dst = existing ? open_file(tmp, H5F_ACC_RDWR) : create_file(tmp);
     std::set<std::string> present;
     if (existing)
-      for (auto& n : names_of(dst.get(), tmp)) present.insert(n);
-    Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-    H5Pset_create_intermediate_group(lcpl.get(), 1);
+      for (auto& n : util::h5::dataset_parents(dst.get(), tmp)) present.insert(n);
+    Hid lcpl = util::h5::intermediate_groups();
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      Hid src = open_h5(inputs[i], H5F_ACC_RDONLY);
+      Hid src = open_file(inputs[i], H5F_ACC_RDONLY);
       for (const auto& n : names[i]) {
         if (present.count(n)) check(H5Ldelete(dst.get(), n.c_str(), H5P_DEFAULT), "cannot replace " + n, tmp);
         check(H5Ocopy(src.get(), n.c_str(), dst.get(), n.c_str(), H5P_DEFAULT, lcpl.get()), "cannot copy " + n,

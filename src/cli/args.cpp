@@ -1,8 +1,11 @@
 #include "cli/args.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -78,6 +81,16 @@ bool parse_model_flag(ArgReader& args, const std::string& flag, Options& o) {
     if (ec != std::errc() || p != v.data() + v.size() || x < 1)
       throw UsageError(flag + ": '" + v + "' is not a positive integer");
     o.max_pixels = x;
+  } else if (flag == "--max-frame-pixels") {
+    const long long lo = Params::kMinNetworkPixels, hi = Params::kMaxNetworkPixels;
+    const std::string v = args.value(flag);
+    long long x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    const std::string range = " (allowed: " + std::to_string(lo) + ".." + std::to_string(hi) + ")";
+    if (ec != std::errc() || p != v.data() + v.size())
+      throw UsageError(flag + ": '" + v + "' is not an integer" + range);
+    if (x < lo || x > hi) throw UsageError(flag + ": " + v + " is out of range" + range);
+    o.max_frame_pixels = x;
   } else if (flag == "--verbose")
     o.verbose = true;
   else
@@ -165,6 +178,76 @@ int params_main(int argc, char** argv) {
     std::cout << "\n";
   }
   return 0;
+}
+
+bool parse_match_flag(ArgReader& args, const std::string& flag, MatchParams& p) {
+  if (flag.rfind("--", 0) != 0) return false;
+  std::string name = flag.substr(2);
+  const bool negated = name == "no-mutual";
+  if (negated) name = "mutual";
+  const ParamSpec* spec = nullptr;
+  for (const auto& s : match_param_specs())
+    if (s.name == name) spec = &s;
+  if (!spec) return false;
+  const std::string value =
+      negated ? "false" : (spec->type == ParamType::Bool && !args.has_value() ? "true" : args.value(flag));
+  try {
+    set_match_param_text(p, spec->name, value);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind(std::string(spec->name), 0) == 0) msg = flag + msg.substr(spec->name.size());
+    throw UsageError(msg);
+  }
+  return true;
+}
+
+std::string match_flags_help() {
+  std::string out;
+  for (const auto& s : match_param_specs()) {
+    std::string line("  --");
+    line.append(s.type == ParamType::Bool ? "[no-]" : "").append(s.name);
+    if (s.type != ParamType::Bool) line.append(" ").append(s.range_text);
+    if (line.size() < 44) line.resize(44, ' ');
+    out.append(line).append(" ").append(s.help).append("\n");
+  }
+  return out;
+}
+
+namespace {
+
+std::string fmt_duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+}  // namespace
+
+Progress::Progress(bool enabled, std::string items, std::string rate_unit)
+    : enabled_(enabled), tty_(::isatty(2) == 1), items_(std::move(items)), rate_unit_(std::move(rate_unit)) {}
+
+void Progress::update(std::size_t done, std::size_t total, double seconds) {
+  if (!enabled_ || total == 0) return;
+  const bool last = done == total;
+  if (!tty_ && !last && seconds - last_print_ < 10.0) return;
+  last_print_ = seconds;
+  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
+  const double eta = rate > 0 ? static_cast<double>(total - done) / rate : -1;
+  char line[200];
+  if (tty_) {
+    const int width = 30, fill = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
+    std::string bar(static_cast<std::size_t>(fill), '#');
+    bar.resize(static_cast<std::size_t>(width), '.');
+    std::snprintf(line, sizeof line, "\r[%s] %zu/%zu %s  %.2f %s  ETA %s ", bar.c_str(), done, total, items_.c_str(),
+                  rate, rate_unit_.c_str(), fmt_duration(eta).c_str());
+    std::cerr << line << (last ? "\n" : "") << std::flush;
+  } else {
+    std::snprintf(line, sizeof line, "progress: %zu/%zu %s  %.2f %s  ETA %s\n", done, total, items_.c_str(), rate,
+                  rate_unit_.c_str(), fmt_duration(eta).c_str());
+    std::cerr << line << std::flush;
+  }
 }
 
 void check_params(const Params& params) {

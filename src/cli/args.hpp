@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "superpoint_rt/match.hpp"
 #include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
@@ -39,7 +40,8 @@ class ArgReader {
 };
 
 /// The options shared by the commands that load a model: --weights --revision --cache-dir --local-files-only
-/// --threads --precision --calibration --max-pixels --verbose. Returns true when `flag` was one of them.
+/// --threads --precision --calibration --max-pixels --max-frame-pixels --verbose. Returns true when `flag` was one of
+/// them.
 /// --calibration FILE|FOLDER (repeatable) adds int8 calibration images (Options::calibration).
 bool parse_model_flag(ArgReader& args, const std::string& flag, Options& options);
 /// The per-request parameters of the table (superpoint_rt/params.hpp): --preset --max-keypoints
@@ -54,6 +56,25 @@ void check_params(const Params& params);
 /// Model options with the CLI defaults: weights from $SUPERPOINT_RT_WEIGHTS when set, else the hub repo; a minimal
 /// warm-up (a command-line run processes its images once).
 Options default_cli_options();
+
+/// The matcher's parameters of the table (superpoint_rt/match.hpp match_param_specs): --conf --ratio --distance,
+/// --mutual / --no-mutual. Returns true when `flag` was one of them.
+bool parse_match_flag(ArgReader& args, const std::string& flag, MatchParams& params);
+/// Their flags with ranges and help, one per line (for --help texts).
+std::string match_flags_help();
+
+/// A progress bar on stderr when it is a terminal (rewritten in place), plain lines every 10 s otherwise:
+/// "progress: 3/10 images  1.50 img/s  ETA 0:00:05" (`items` = "images", `rate_unit` = "img/s").
+class Progress {
+ public:
+  Progress(bool enabled, std::string items, std::string rate_unit = "img/s");
+  void update(std::size_t done, std::size_t total, double seconds);
+
+ private:
+  bool enabled_, tty_;
+  std::string items_, rate_unit_;
+  double last_print_ = -1e9;
+};
 
 /// Draws keypoints (green discs with a dark rim) over the image and writes a PNG.
 void write_keypoint_plot(const std::string& path, const Image& image, const Features& f);

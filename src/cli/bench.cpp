@@ -1,5 +1,6 @@
-// superpoint-rt bench: superpoint-rt (every precision) against ONNX Runtime and PyTorch on this CPU, measured in one
-// run and printed as one table (docs/BENCHMARKS.md; `bash bench/run.sh` installs the peers and runs it).
+// superpoint-rt bench: superpoint-rt (every precision) against ONNX Runtime, OpenVINO (every precision) and PyTorch on
+// this CPU, measured in one run and printed as one table (docs/BENCHMARKS.md; `bash bench/run.sh` installs the peers
+// and runs it).
 //
 // One process per row and thread count, so that each row's peak RSS is its own and nothing is shared:
 //   ours forward   `superpoint-rt bench --worker forward --frame WxH`: the backend alone (src/backend/backend.hpp:
@@ -8,9 +9,10 @@
 //   ours request   `superpoint-rt bench --worker request`: SuperPoint::run on the 640x480 plane as 8-bit pixels,
 //                  on the bytes of a JPEG and a PNG (decode + preprocess + network + postprocess, no file I/O), and
 //                  on the JPEG with preset hloc:superpoint_aachen (network frame: long side 1024)
-//   peers          bench/peer_worker.py (ONNX Runtime on bench/export_onnx.py's graph exported at the frame,
-//                  PyTorch on the reference module of ../shared/tools/reference.py) on the same float planes,
-//                  forward only, one process per frame
+//   peers          bench/peer_worker.py (ONNX Runtime and OpenVINO on bench/export_onnx.py's graph exported at the
+//                  frame, OpenVINO at each of --precisions: bf16 by its inference-precision hint, int8 quantised by
+//                  NNCF on our built-in calibration planes; PyTorch on the reference module of
+//                  ../shared/tools/reference.py) on the same float planes, forward only, one process per frame
 // Every worker speaks the same line protocol: it prints {"ready": true} once set up (load, plan, warm-up), then
 // answers each "KIND ITERS" line with one JSON line {"ms": [...], "cpu_ms": x, "peak_rss_mb": x, ...}.
 // The driver interleaves the rows round by round (alternating the order), so that a noisy shared machine slows
@@ -47,10 +49,13 @@
 #include "backend/backend.hpp"
 #include "batch/batch.hpp"
 #include "cli/args.hpp"
+#include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "image/resize.hpp"
 #include "model/hub.hpp"
 #include "model/weights.hpp"
+#include "server/codec.hpp"
 #include "server/server.hpp"
 #include "util/cpu.hpp"
 
@@ -90,16 +95,19 @@ Frame parse_frame(const std::string& text, const std::string& flag) {
 constexpr const char* kUsage =
     "usage: superpoint-rt bench [--threads 1,2] [--precisions fp32,bf16,int8] [--rounds 5] [--iters 4]\n"
     "         [--warmup 3] [--pause-ms 200] [--frames 640x480,1024x768,1600x1200] [--jpeg FILE] [--png FILE]\n"
-    "         [--images DIR] [--throughput-copies 8] [--no-throughput] [--peer-python PYTHON] [--peers ort,torch]\n"
+    "         [--images DIR] [--throughput-copies 8] [--no-throughput] [--peer-python PYTHON]\n"
+    "         [--peers ort,ov,torch]\n"
     "         [--json FILE] [--peer-script FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR]\n"
     "         [--local-files-only]\n"
-    "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32 and PyTorch fp32 (when the peer Python has\n"
-    "them), for each thread count; columns the network forward on a 480x640 plane and the full request on that plane,\n"
-    "a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward, and each process's peak RSS.\n"
+    "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32, OpenVINO fp32/bf16/int8 and PyTorch fp32 (when\n"
+    "the peer Python has them), for each thread count; columns the network forward on a 480x640 plane and the full\n"
+    "request on that plane, a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward and to OpenVINO's\n"
+    "at the same precision, and each process's peak RSS.\n"
     "Then the network frames: each row's forward at each of --frames, the ratio to ONNX Runtime's at the same\n"
     "frame, and the cost per pixel against 640x480, (p50 / p50 at 640x480) / (pixels / 640x480 pixels); and the\n"
     "request with preset hloc:superpoint_aachen on the JPEG. Then the throughput of the list API, a batch extraction\n"
-    "and the HTTP server on copies of the JPEG, and of a batch extraction of a folder, against the network-only rate.\n"
+    "and the HTTP server on copies of the JPEG, and of a batch extraction of a folder, against the network-only rate\n"
+    "and against the ceiling the host work leaves on these cores (forward CPU / (forward + host CPU) per image).\n"
     "Above them: the CPU's units and the fastest precision.\n"
     "  --frames F,...     network frames WxH of the forward rows (640x480 is always measured)\n"
     "  --jpeg / --png     request images (default: berlin01_1600x900 in images/ of $SUPERPOINT_RT_SHARED, else of\n"
@@ -108,7 +116,9 @@ constexpr const char* kUsage =
     "  --images DIR       the folder of the throughput table's batch extraction (default: the JPEG's folder)\n"
     "  --throughput-copies N  copies of the JPEG per throughput iteration (list, batch, server)\n"
     "  --no-throughput    skip the throughput table (one process less per row, and faster)\n"
-    "  --peer-python P    a Python with onnxruntime (and torch) for the peers (default $SUPERPOINT_RT_BENCH_PYTHON,\n"
+    "  --peers P,...      which peers (default ort,ov,torch; ov runs at each of --precisions)\n"
+    "  --peer-python P    a Python with onnxruntime, openvino + nncf (and torch) for the peers (default\n"
+    "                     $SUPERPOINT_RT_BENCH_PYTHON,\n"
     "                     else bench/.venv/bin/python of the current directory; bash bench/setup-peers.sh makes it);\n"
     "                     without one the table has our rows only\n"
     "  --peer-script F    the peers' worker (default bench/peer_worker.py of the current directory)\n"
@@ -116,19 +126,6 @@ constexpr const char* kUsage =
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-// CPU time of the whole process (every thread): how many cores a measurement really kept busy.
-double process_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-}
-
-double peak_rss_mb() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: kilobytes
 }
 
 std::vector<std::uint8_t> read_bytes(const std::string& path, std::size_t expect, const std::string& what) {
@@ -304,13 +301,15 @@ class ThroughputWorker final : public Measurement {
 
   json measure(const std::string& kind, int iters) override {
     std::vector<double> ms;
+    std::size_t images = 0;
     const double cpu0 = process_cpu_ms();
     for (int i = 0; i < iters; ++i) {
       const auto t0 = Clock::now();
       const std::size_t n = run_once(kind);
       ms.push_back(ms_since(t0) / static_cast<double>(n));
+      images += n;
     }
-    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}};
+    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}, {"images", images}};
   }
 
  private:
@@ -479,6 +478,8 @@ class Child {
 struct Series {
   std::vector<double> ms, nonnet_ms, net_ms;  // net_ms: the requests' network part (Timing::forward)
   double cpu_ms = 0;
+  double items = 0;  // what cpu_ms covers: iterations, or images for the throughput kinds
+  double cpu_per_item() const { return items > 0 ? cpu_ms / items : std::nan(""); }
 };
 
 struct Row {
@@ -498,14 +499,18 @@ struct Row {
   }
 };
 
-double percentile(std::vector<double> v, double q) {
-  // numpy's default (linear interpolation between closest ranks).
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  const double pos = q / 100.0 * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+// One interface of the throughput table: x net = the forward's p50 / the interface's p50 per image, and the ceiling
+// the host work leaves on these cores, the forward's CPU per image / the interface's CPU per image (forward plus
+// decode, post-processing, writing, serving: every thread of the process). x net / ceiling = how busy the interface
+// keeps the cores against the forward alone (1.0 = as busy).
+struct Throughput {
+  double x_net = std::nan(""), ceiling = std::nan("");
+};
+
+Throughput throughput_of(const Row& r, const std::string& kind) {
+  const Series& f = r.series.at("forward");
+  const Series& s = r.series.at(kind);
+  return {percentile(f.ms, 50) / percentile(s.ms, 50), f.cpu_per_item() / s.cpu_per_item()};
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -519,21 +524,8 @@ std::vector<std::string> split_list(const std::string& s) {
 
 // The defaults come from the environment and the current directory, never from where the program was built: an
 // installed superpoint-rt must not carry (or depend on) the build machine's source path.
-constexpr const char* kSharedEnv = "SUPERPOINT_RT_SHARED";
 constexpr const char* kDefaultPeerScript = "bench/peer_worker.py";
 constexpr const char* kDefaultPeerPython = "bench/.venv/bin/python";
-
-std::string shared_dir() {
-  if (const char* s = std::getenv(kSharedEnv); s && *s) return s;
-  return "../shared";
-}
-
-std::string self_exe() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw Error(ErrorKind::Io, "bench: cannot find this program's path (/proc/self/exe): " + ec.message());
-  return p.string();
-}
 
 // The request's 480x640 plane of the JPEG (and the other frames' planes): its red channel (the default Params' channel)
 // resized as the engine does (Pillow BILINEAR), so that the forward rows see a real image and the plane request the
@@ -548,35 +540,31 @@ std::vector<std::uint8_t> plane_of(const std::string& jpeg, const Frame& frame) 
   return out;
 }
 
-std::string fmt(double v, int width, int prec = 1) {
-  char buf[64];
-  if (std::isnan(v))
-    std::snprintf(buf, sizeof buf, "%*s", width, "-");
-  else
-    std::snprintf(buf, sizeof buf, "%*.*f", width, prec, v);
-  return buf;
-}
-
-std::string now_string() {
-  const std::time_t t = std::time(nullptr);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&t));
-  return buf;
-}
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
+// The built-in int8 calibration planes (backend::default_calibration_planes, 640x480) at a frame, as float32 planes
+// one after the other: what the OpenVINO int8 peer's NNCF quantisation calibrates on. Other frames get the same
+// images resized (Pillow BILINEAR, as a request resizes).
+std::vector<float> calibration_at(const Frame& frame) {
+  std::vector<float> out;
+  for (const backend::CalibrationPlane& p : backend::default_calibration_planes()) {
+    if (p.width == frame.w && p.height == frame.h) {
+      out.insert(out.end(), p.pixels.begin(), p.pixels.end());
+      continue;
+    }
+    std::vector<std::uint8_t> u8(p.pixels.size()), r(std::size_t(frame.w) * std::size_t(frame.h));
+    for (std::size_t i = 0; i < u8.size(); ++i) u8[i] = static_cast<std::uint8_t>(std::lround(p.pixels[i] * 255.0f));
+    const image::ResizePlan plan(p.width, p.height, frame.w, frame.h);
+    image::ResizeScratch scratch;
+    image::resize_plane(plan, u8.data(), p.width, 1, r.data(), scratch);
+    for (const std::uint8_t v : r) out.push_back(static_cast<float>(v) / 255.0f);
+  }
+  return out;
 }
 
 int driver_main(ArgReader& args) {
   ::signal(SIGPIPE, SIG_IGN);  // a worker that died is reported by its missing answer, not by killing the driver
   Options options = default_cli_options();
   std::vector<int> threads{1, 2};
-  std::vector<std::string> precisions{"fp32", "bf16", "int8"}, peers{"ort", "torch"};
+  std::vector<std::string> precisions{"fp32", "bf16", "int8"}, peers{"ort", "ov", "torch"};
   int rounds = 5, iters = 4, warmup = 3, pause_ms = 200;
   std::vector<Frame> frames{Frame{}, Frame{1024, 768}, Frame{1600, 1200}};
   const std::string shared = shared_dir();
@@ -609,7 +597,7 @@ int driver_main(ArgReader& args) {
     } else if (a == "--peers") {
       peers = split_list(args.value(a));
       for (const auto& p : peers)
-        if (p != "ort" && p != "torch") throw UsageError("--peers: '" + p + "' is not ort or torch");
+        if (p != "ort" && p != "ov" && p != "torch") throw UsageError("--peers: '" + p + "' is not ort, ov or torch");
     } else if (a == "--frames") {
       frames = {Frame{}};  // 640x480 is the base of the cost per pixel and the main table's column
       for (const auto& t : split_list(args.value(a))) {
@@ -690,6 +678,9 @@ int driver_main(ArgReader& args) {
     }
   } cleanup{tmp};
   std::map<std::string, std::pair<std::string, std::string>> planes;  // frame name -> (u8 file, f32 file)
+  std::map<std::string, std::string> calibration;                     // frame name -> OpenVINO int8's planes
+  const bool ov_int8 =
+      std::count(peers.begin(), peers.end(), "ov") && std::count(precisions.begin(), precisions.end(), "int8");
   for (const Frame& fr : frames) {
     const std::vector<std::uint8_t> plane = plane_of(jpeg, fr);
     const std::string u8 = (tmp / ("plane_u8_" + fr.name() + ".raw")).string();
@@ -701,6 +692,12 @@ int driver_main(ArgReader& args) {
     std::ofstream(f32, std::ios::binary)
         .write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(float)));
     planes[fr.name()] = {u8, f32};
+    if (ov_int8) {
+      const std::vector<float> c = calibration_at(fr);
+      calibration[fr.name()] = (tmp / ("calibration_f32_" + fr.name() + ".raw")).string();
+      std::ofstream(calibration[fr.name()], std::ios::binary)
+          .write(reinterpret_cast<const char*>(c.data()), static_cast<std::streamsize>(c.size() * sizeof(float)));
+    }
   }
   const std::string plane_u8 = planes.at(Frame{}.name()).first;
   const ImageInfo jinfo = probe_image(read_file(jpeg), jpeg), pinfo = probe_image(read_file(png), png);
@@ -717,16 +714,26 @@ int driver_main(ArgReader& args) {
   for (const int t : threads) {
     if (!peer_python.empty()) {
       for (const auto& peer : peers) {
-        Row r;
-        r.label = peer == "ort" ? "ONNX Runtime fp32" : "PyTorch fp32";
-        r.threads = t;
-        for (const Frame& fr : frames)
-          r.forwards.emplace_back(
-              fr, std::make_unique<Child>(std::vector<std::string>{
-                      peer_python, peer_script, "--peer", peer, "--threads", std::to_string(t), "--weights",
-                      weights_dir, "--plane", planes.at(fr.name()).second, "--height", std::to_string(fr.h), "--width",
-                      std::to_string(fr.w), "--warmup", std::to_string(warmup)}));
-        rows.push_back(std::move(r));
+        // OpenVINO runs at each of our precisions; ONNX Runtime and PyTorch at fp32 only.
+        for (const auto& p : peer == "ov" ? precisions : std::vector<std::string>{"fp32"}) {
+          Row r;
+          r.label = (peer == "ort" ? "ONNX Runtime " : peer == "ov" ? "OpenVINO " : "PyTorch ") + p;
+          r.threads = t;
+          for (const Frame& fr : frames) {
+            std::vector<std::string> argv{peer_python, peer_script,
+                                          "--peer",    peer,
+                                          "--threads", std::to_string(t),
+                                          "--weights", weights_dir,
+                                          "--plane",   planes.at(fr.name()).second,
+                                          "--height",  std::to_string(fr.h),
+                                          "--width",   std::to_string(fr.w),
+                                          "--warmup",  std::to_string(warmup)};
+            if (peer == "ov") argv.insert(argv.end(), {"--precision", p});
+            if (peer == "ov" && p == "int8") argv.insert(argv.end(), {"--calibration", calibration.at(fr.name())});
+            r.forwards.emplace_back(fr, std::make_unique<Child>(argv));
+          }
+          rows.push_back(std::move(r));
+        }
       }
     }
     for (const auto& p : precisions) {
@@ -757,9 +764,10 @@ int driver_main(ArgReader& args) {
   }
   if (peer_python.empty())
     notes.push_back(
-        "no peer Python (bash bench/setup-peers.sh, or --peer-python): ONNX Runtime and PyTorch not measured");
+        "no peer Python (bash bench/setup-peers.sh, or --peer-python): ONNX Runtime, OpenVINO and PyTorch not "
+        "measured");
   // Wait for every process to be ready. A row that cannot run here drops out with a note: a peer that is not
-  // installed, or a precision this CPU lacks (bf16 and int8 need AVX-512); fp32 must run.
+  // installed, or a precision this CPU lacks (bf16 needs avx512_bf16, int8 AVX2 + FMA); fp32 must run.
   for (auto it = rows.begin(); it != rows.end();) {
     bool ok = true;
     std::vector<Child*> children;
@@ -800,6 +808,7 @@ int driver_main(ArgReader& args) {
           if (j.contains("forward"))
             for (double v : j.at("forward")) s.net_ms.push_back(v);
           s.cpu_ms += j.value("cpu_ms", 0.0);
+          s.items += j.value("images", static_cast<double>(j.at("ms").size()));
           double& rss = r->rss[rss_key];
           rss = std::max(rss, j.value("peak_rss_mb", 0.0));
           if (kind.rfind("forward_", 0) != 0 && kind != "hloc_jpeg" && j.contains("plan"))
@@ -819,28 +828,32 @@ int driver_main(ArgReader& args) {
   }
 
   // The table.
-  const util::PrecisionAdvice fastest = util::fastest_precision();
   std::ostringstream out;
   out << "superpoint-rt " << version() << " bench, " << cpu_model() << ", " << std::thread::hardware_concurrency()
       << " logical CPUs, " << now_string() << "\n"
       << "CPU units: " << util::cpu_units_string() << "\n"
-      << "fastest precision here: " << fastest.precision << " (" << fastest.why << ")\n"
-      << rounds << " interleaved rounds x " << iters << " iterations per cell; ms of wall clock (p50 = median);\n"
-      << "x ORT = forward p50 / ONNX Runtime forward p50 at the same thread count; x fwd = JPEG request p50 / this "
-         "row's forward p50;\nRSS = peak resident MB of the forward / request process; plane = the JPEG's 480x640 "
+      << precisions_text() << rounds << " interleaved rounds x " << iters
+      << " iterations per cell; ms of wall clock (p50 = median);\n"
+      << "x ORT = forward p50 / ONNX Runtime forward p50 at the same thread count; x OV = ours' forward p50 / "
+         "OpenVINO's at the same\nprecision and thread count; x fwd = JPEG request p50 / this row's forward p50;\nRSS "
+         "= peak resident MB of the forward / request process; plane = the JPEG's 480x640 "
          "network plane\n\n";
   char hdr[512];
-  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %-22s | %-15s | %-22s | %-15s | %-13s", "", "", "forward 480x640",
+  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %-29s | %-15s | %-22s | %-15s | %-13s", "", "", "forward 480x640",
                 "plane 480x640", jpeg_label.c_str(), png_label.c_str(), "peak RSS MB");
   out << hdr << "\n";
-  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %7s %7s %6s | %7s %7s | %7s %7s %6s | %7s %7s | %6s %6s", "threads",
-                "row", "p50", "p90", "x ORT", "p50", "p90", "p50", "p90", "x fwd", "p50", "p90", "fwd", "req");
+  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %7s %7s %6s %6s | %7s %7s | %7s %7s %6s | %7s %7s | %6s %6s", "threads",
+                "row", "p50", "p90", "x ORT", "x OV", "p50", "p90", "p50", "p90", "x fwd", "p50", "p90", "fwd", "req");
   out << hdr << "\n" << std::string(std::strlen(hdr), '-') << "\n";
   json rows_json = json::array();
   for (const int t : threads) {
     double ort = std::nan("");
-    for (const auto& r : rows)
-      if (r.threads == t && r.label.rfind("ONNX", 0) == 0) ort = percentile(r.series.at("forward").ms, 50);
+    std::map<std::string, double> ov;  // precision -> OpenVINO's forward p50
+    for (const auto& r : rows) {
+      if (r.threads != t) continue;
+      if (r.label.rfind("ONNX", 0) == 0) ort = percentile(r.series.at("forward").ms, 50);
+      if (r.label.rfind("OpenVINO ", 0) == 0) ov[r.label.substr(9)] = percentile(r.series.at("forward").ms, 50);
+    }
     for (const auto& r : rows) {
       if (r.threads != t) continue;
       auto p = [&](const std::string& kind, double q) {
@@ -848,13 +861,15 @@ int driver_main(ArgReader& args) {
         return it == r.series.end() ? std::nan("") : percentile(it->second.ms, q);
       };
       const double fwd = p("forward", 50);
+      const auto ov_it = r.ours ? ov.find(r.label.substr(5)) : ov.end();  // "ours P" against "OpenVINO P"
+      const double vs_ov = ov_it == ov.end() ? std::nan("") : fwd / ov_it->second;
       char line[512];
-      std::snprintf(line, sizeof line, "%7d %-18s | %s %s %s | %s %s | %s %s %s | %s %s | %s %s", t, r.label.c_str(),
+      std::snprintf(line, sizeof line, "%7d %-18s | %s %s %s %s | %s %s | %s %s %s | %s %s | %s %s", t, r.label.c_str(),
                     fmt(fwd, 7).c_str(), fmt(p("forward", 90), 7).c_str(), fmt(fwd / ort, 6, 3).c_str(),
-                    fmt(p("plane", 50), 7).c_str(), fmt(p("plane", 90), 7).c_str(), fmt(p("jpeg", 50), 7).c_str(),
-                    fmt(p("jpeg", 90), 7).c_str(), fmt(p("jpeg", 50) / fwd, 6, 3).c_str(), fmt(p("png", 50), 7).c_str(),
-                    fmt(p("png", 90), 7).c_str(), fmt(r.rss_of("forward"), 6, 0).c_str(),
-                    fmt(r.rss_of("request"), 6, 0).c_str());
+                    fmt(vs_ov, 6, 3).c_str(), fmt(p("plane", 50), 7).c_str(), fmt(p("plane", 90), 7).c_str(),
+                    fmt(p("jpeg", 50), 7).c_str(), fmt(p("jpeg", 90), 7).c_str(),
+                    fmt(p("jpeg", 50) / fwd, 6, 3).c_str(), fmt(p("png", 50), 7).c_str(), fmt(p("png", 90), 7).c_str(),
+                    fmt(r.rss_of("forward"), 6, 0).c_str(), fmt(r.rss_of("request"), 6, 0).c_str());
       out << line << "\n";
       json rj{{"row", r.label}, {"threads", t}, {"peak_rss_mb_forward", r.rss_of("forward")}, {"plan", r.plan}};
       if (r.request) rj["peak_rss_mb_request"] = r.rss_of("request");
@@ -871,9 +886,16 @@ int driver_main(ArgReader& args) {
         if (kind.rfind("forward_", 0) == 0) rj[kind]["peak_rss_mb"] = r.rss_of(kind);
       }
       if (!std::isnan(ort)) rj["forward_vs_ort"] = fwd / ort;
+      if (!std::isnan(vs_ov)) rj["forward_vs_openvino"] = vs_ov;
       if (r.throughput)  // the share of the network-only rate each interface reached (the table's "x net")
-        for (const char* k : {"list_jpeg", "batch_jpeg", "server_jpeg", "batch_images"})
-          rj[k]["x_net"] = fwd / percentile(r.series.at(k).ms, 50);
+        for (const char* k : {"list_jpeg", "batch_jpeg", "server_jpeg", "batch_images"}) {
+          const Throughput tp = throughput_of(r, k);
+          rj[k]["x_net"] = tp.x_net;
+          rj[k]["cpu_ms_per_image"] = r.series.at(k).cpu_per_item();
+          rj[k]["ceiling"] = tp.ceiling;
+          rj[k]["x_net_vs_ceiling"] = tp.x_net / tp.ceiling;
+        }
+      if (r.series.count("forward")) rj["forward"]["cpu_ms_per_image"] = r.series.at("forward").cpu_per_item();
       rows_json.push_back(rj);
     }
   }
@@ -889,25 +911,29 @@ int driver_main(ArgReader& args) {
     out << "\nthroughput: ms per image (p50) of " << copies << " copies of the " << jpeg_label
         << " through the list API (4 workers), a batch extraction to HDF5 and the HTTP server (" << kServerClients
         << " clients, npz), and of a batch extraction of the " << folder_images << " images of " << images_dir
-        << "\n(mixed sizes); x net = the forward p50 / that p50: the share of the network-only rate reached\n";
+        << "\n(mixed sizes); x net = the forward p50 / that p50: the share of the network-only rate reached;\n"
+        << "ceil = the forward's CPU ms per image / the interface's CPU ms per image (forward + host work, all "
+           "threads):\n"
+        << "the x net the interface would reach keeping the cores as busy as the forward alone does; x/ceil = x net / "
+           "ceil\n";
     char th[512];
-    std::snprintf(th, sizeof th, "%-7s %-18s | %-15s | %-15s | %-15s | %-15s", "", "", "list JPEG", "batch JPEG",
+    std::snprintf(th, sizeof th, "%-7s %-18s | %-28s | %-28s | %-28s | %-28s", "", "", "list JPEG", "batch JPEG",
                   "server JPEG", "batch folder");
     out << th << "\n";
-    std::snprintf(th, sizeof th, "%-7s %-18s | %7s %7s | %7s %7s | %7s %7s | %7s %7s", "threads", "row", "ms/img",
-                  "x net", "ms/img", "x net", "ms/img", "x net", "ms/img", "x net");
-    out << th << "\n" << std::string(std::strlen(th), '-') << "\n";
+    std::string h = "threads row               ";
+    for (int i = 0; i < 4; ++i) h += " | ms/img   x net   ceil x/ceil";
+    out << h << "\n" << std::string(h.size(), '-') << "\n";
     for (const auto& r : rows) {
       if (!r.throughput) continue;
-      const double fwd = percentile(r.series.at("forward").ms, 50);
       std::string line = std::to_string(r.threads);
       line.insert(0, 7 - std::min<std::size_t>(7, line.size()), ' ');
       char label[64];
       std::snprintf(label, sizeof label, " %-18s", r.label.c_str());
       line += label;
       for (const char* k : {"list_jpeg", "batch_jpeg", "server_jpeg", "batch_images"}) {
-        const double v = percentile(r.series.at(k).ms, 50);
-        line += " | " + fmt(v, 7) + " " + fmt(fwd / v, 7, 3);
+        const Throughput tp = throughput_of(r, k);
+        line += " | " + fmt(percentile(r.series.at(k).ms, 50), 6) + " " + fmt(tp.x_net, 7, 3) + " " +
+                fmt(tp.ceiling, 6, 3) + " " + fmt(tp.x_net / tp.ceiling, 6, 3);
       }
       out << line << "\n";
     }
@@ -1002,7 +1028,8 @@ int driver_main(ArgReader& args) {
                  {"cpu", cpu_model()},
                  {"cpu_features", util::cpu_features_string()},
                  {"cpu_units", units},
-                 {"fastest_precision", {{"precision", fastest.precision}, {"why", fastest.why}}},
+                 {"fastest_precision", fastest_precision_on_this_cpu()},
+                 {"precisions", server::precisions_json()},
                  {"rounds", rounds},
                  {"iters", iters},
                  {"warmup", warmup},
@@ -1033,6 +1060,7 @@ int bench_main(int argc, char** argv) {
       return 0;
     }
     if (first == "--worker") return worker_main(args, args.value(first));
+    if (first == "--matching") return bench_matching_main(args);
     ArgReader all(argc, argv, 2);
     return driver_main(all);
   }

@@ -21,7 +21,8 @@ constexpr const char* kUsage =
     "         [--out DIR] [--format npz|json] [--plot]\n"
     "         [--weights DIR|REPO] [--revision R] [--cache-dir DIR] [--local-files-only] [--threads N]\n"
     "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]...\n"
-    "         [--preset NAME] [per-request parameters below] [--workers N] [--max-pixels N] [--quiet] [--verbose]\n"
+    "         [--preset NAME] [per-request parameters below] [--workers N] [--max-pixels N]\n"
+    "         [--max-frame-pixels N] [--quiet] [--verbose]\n"
     "Folders are walked recursively (files matching --glob, default the image extensions); images are processed in\n"
     "name order. --output writes hloc's feature-file layout (one group per image named by its path relative to the\n"
     "image root: keypoints (N,2), scores (N,), descriptors (256,N), image_size (W,H)), crash-safely; a report goes\n"
@@ -30,46 +31,9 @@ constexpr const char* kUsage =
     "and DIR/<image file name>.png with the keypoints drawn when --plot is given.\n"
     "-o X is --output X when X ends in .h5 or .hdf5, else --out X. With --preset hloc:superpoint_aachen (or _max,\n"
     "_inloc) and --as-half the feature file is the one hloc's extract_features.main writes (docs/PRESETS.md).\n"
+    "--max-pixels N refuses images of more pixels before decoding them; --max-frame-pixels N (default 16777216,\n"
+    "4096 x 4096) refuses network frames of more pixels (what --resize / --resize-max give) before planning them.\n"
     "Exit code 1 when some images failed (each named in the report and on stderr).\n";
-
-std::string fmt_duration(double s) {
-  if (!(s >= 0) || s > 1e7) return "?";
-  const long t = static_cast<long>(s + 0.5);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
-}
-
-/// A progress bar on a terminal (rewritten in place), plain lines every 10 s otherwise.
-class Progress {
- public:
-  explicit Progress(bool enabled) : enabled_(enabled), tty_(::isatty(2) == 1) {}
-  void update(std::size_t done, std::size_t total, double seconds) {
-    if (!enabled_ || total == 0) return;
-    const bool last = done == total;
-    if (!tty_ && !last && seconds - last_print_ < 10.0) return;
-    last_print_ = seconds;
-    const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0;
-    const double eta = rate > 0 ? static_cast<double>(total - done) / rate : -1;
-    char line[160];
-    if (tty_) {
-      const int width = 30, fill = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total));
-      std::string bar(static_cast<std::size_t>(fill), '#');
-      bar.resize(static_cast<std::size_t>(width), '.');
-      std::snprintf(line, sizeof line, "\r[%s] %zu/%zu images  %.2f img/s  ETA %s ", bar.c_str(), done, total, rate,
-                    fmt_duration(eta).c_str());
-      std::cerr << line << (last ? "\n" : "") << std::flush;
-    } else {
-      std::snprintf(line, sizeof line, "progress: %zu/%zu images  %.2f img/s  ETA %s\n", done, total, rate,
-                    fmt_duration(eta).c_str());
-      std::cerr << line << std::flush;
-    }
-  }
-
- private:
-  bool enabled_, tty_;
-  double last_print_ = -1e9;
-};
 
 }  // namespace
 
@@ -166,7 +130,7 @@ int extract_main(int argc, char** argv) {
         std::cout << e.path << ": " << f.size() << " keypoints (" << f.image_size[1] << "x" << f.image_size[0]
                   << ") -> " << base << "." << format << "\n";
     };
-  Progress progress(!quiet && !config.output.empty());
+  Progress progress(!quiet && !config.output.empty(), "images");
   config.on_progress = [&](std::size_t done, std::size_t total, double s) { progress.update(done, total, s); };
 
   const batch::Report rep = batch::run(model, images, params, config);

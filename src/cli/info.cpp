@@ -4,6 +4,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "util/cpu.hpp"
 
 namespace superpoint_rt::cli {
@@ -17,9 +18,7 @@ int info_main(int argc, char** argv) {
   }
   std::cout << "superpoint-rt " << version() << "\n";
   std::cout << "cpu features: " << util::cpu_features_string() << "\n";
-  const util::PrecisionAdvice fastest = util::fastest_precision();
-  std::cout << "CPU units: " << util::cpu_units_string() << "\n"
-            << "fastest precision here: " << fastest.precision << " (" << fastest.why << ")\n";
+  std::cout << "CPU units: " << util::cpu_units_string() << "\n" << precisions_text();
   try {
     SuperPoint model = SuperPoint::from_pretrained(options);
     const ModelInfo& m = model.info();

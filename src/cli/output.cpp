@@ -1,7 +1,9 @@
 #include "cli/output.hpp"
 
+#include <cstdio>
 #include <vector>
 
+#include "superpoint_rt/superpoint.hpp"
 #include "util/file.hpp"
 #include "util/npz.hpp"
 
@@ -52,6 +54,22 @@ void write_features_json(const std::string& path, const Features& f, const std::
 void write_descriptors_npy(const std::string& path, const Features& f) {
   const auto n = static_cast<std::int64_t>(f.size());
   util::write_file_atomic(path, util::npy_bytes(NpyArray::from_float(f.descriptors, {n, f.descriptor_dim})));
+}
+
+std::string precisions_text() {
+  std::string out;
+  char buf[64];
+  for (const PrecisionReport& r : precisions_on_this_cpu()) {
+    out += "precision " + r.precision + ": ";
+    if (!r.runs) {
+      out += "does not run here (" + r.basis + ")\n";
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, "%.2f", r.time_vs_fp32);
+    out += "runs; forward time " + (r.time_vs_fp32 > 0 ? std::string(buf) + "x fp32's" : std::string("unknown")) +
+           " (" + r.basis + "); quality " + r.quality + "\n";
+  }
+  return out + "fastest precision here: " + fastest_precision_on_this_cpu() + "\n";
 }
 
 }  // namespace superpoint_rt::cli

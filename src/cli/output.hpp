@@ -18,6 +18,10 @@ void write_features_npz(const std::string& path, const Features& f);
 nlohmann::json features_json(const Features& f, const std::string& image_name);
 void write_features_json(const std::string& path, const Features& f, const std::string& image_name);
 
+/// The precisions on this CPU, one line each, then the fastest ("fastest precision here: int8"), as `info` and
+/// `bench` print them above their output.
+std::string precisions_text();
+
 /// descriptors as float32 (N, 256) .npy.
 void write_descriptors_npy(const std::string& path, const Features& f);
 

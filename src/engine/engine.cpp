@@ -139,6 +139,12 @@ void cv_gray_of(const std::uint8_t* base, std::ptrdiff_t stride, int ch, const s
   }
 }
 
+// A fixed frame (resize = WxH) is known before the image: over Options::max_frame_pixels it is refused before the
+// image is read or decoded. (Frames that depend on the image size are checked in prepare(), before any plan.)
+void check_fixed_frame(const ResolvedParams& rp, const std::string& what, std::int64_t max_frame_pixels) {
+  if (rp.resize_mode == ResizeMode::Fixed) (void)rp.network_frame(1, 1, what, max_frame_pixels);
+}
+
 }  // namespace
 
 struct Engine::Prepared {
@@ -155,6 +161,10 @@ Engine::Engine(const Options& options) : options_(options) {
                 "threads = " + std::to_string(options.threads) + " is out of range (0 = all cores, or >= 1)");
   if (options.max_pixels < 1)
     throw Error(ErrorKind::InvalidArgument, "max_pixels = " + std::to_string(options.max_pixels) + " must be >= 1");
+  if (options.max_frame_pixels < Params::kMinNetworkPixels || options.max_frame_pixels > Params::kMaxNetworkPixels)
+    throw Error(ErrorKind::InvalidArgument,
+                "max_frame_pixels = " + std::to_string(options.max_frame_pixels) + " is out of range (allowed: " +
+                    std::to_string(Params::kMinNetworkPixels) + ".." + std::to_string(Params::kMaxNetworkPixels) + ")");
 
   model::HubRequest req;
   req.repo_id = options.model;
@@ -195,7 +205,8 @@ Engine::Engine(const Options& options) : options_(options) {
                                                     : std::to_string(options.calibration.size()) + " image(s)";
   info_.threads = backend_->threads();
   info_.cpu_units = util::cpu_units_string();
-  info_.fastest_precision = util::fastest_precision().precision;
+  info_.precisions = precisions_on_this_cpu();
+  info_.fastest_precision = fastest_precision_on_this_cpu();
   info_.cpu_features = util::cpu_features_string() + " (resize: " + image::resize_kernel_name() +
                        ", post: " + post::post_kernel_name() + ")";
   info_.plan = first.plan_description();
@@ -394,7 +405,7 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
     engine::Context& ctx = *p.ctx;
     const int rgb_channel = rp.grayscale ? -1 : rgb_offsets(PixelFormat::RGB, rp.bgr)[0];
     const auto plan_for = [&](int w, int h) {
-      const auto [fw, fh] = rp.network_frame(w, h, what);
+      const auto [fw, fh] = rp.network_frame(w, h, what, options_.max_frame_pixels);
       p.frame_w = fw;
       p.frame_h = fh;
       return resize_plan(w, h, fw, fh);
@@ -439,7 +450,7 @@ Engine::Prepared Engine::prepare(const ImageInput& input, const ResolvedParams& 
   const auto t1 = Clock::now();
   p.width = view.width;
   p.height = view.height;
-  const auto [fw, fh] = rp.network_frame(view.width, view.height, what);
+  const auto [fw, fh] = rp.network_frame(view.width, view.height, what, options_.max_frame_pixels);
   p.frame_w = fw;
   p.frame_h = fh;
   if (!p.ctx) p.ctx = acquire_context();
@@ -672,6 +683,7 @@ Features Engine::finish(Prepared& p, const ResolvedParams& rp, bool reuse_networ
 
 Features Engine::run(const ImageInput& image, const Params& request) {
   const ResolvedParams params = resolve(request);
+  check_fixed_frame(params, image.describe(), options_.max_frame_pixels);
   std::shared_lock<std::shared_mutex> life(life_mu_);
   if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
   try {
@@ -699,6 +711,7 @@ engine::ThreadPool& Engine::pool(int workers) {
 std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const ImageInput> images, const Params& request,
                                                             int num_workers, bool stop_at_first_error) {
   const ResolvedParams params = resolve(request);
+  check_fixed_frame(params, "the request", options_.max_frame_pixels);
   if (num_workers < 0)
     throw Error(ErrorKind::InvalidArgument,
                 "num_workers = " + std::to_string(num_workers) + " is out of range (0 or more)");
@@ -824,6 +837,7 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
     } catch (const Error& e) {
       throw Error(e.kind(), std::string("warm-up network size: ") + e.what());
     }
+    check_fixed_frame(resolve(fp), "warm-up network size", options_.max_frame_pixels);
     frames.push_back(fp);
   }
   static const std::set<std::string> kDecoders{"jpeg", "png", "gif", "bmp", "webp", "tiff", "pnm"};

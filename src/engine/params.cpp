@@ -4,13 +4,15 @@
 #include "superpoint_rt/params.hpp"
 
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "image/resize_float.hpp"
 #include "superpoint_rt/errors.hpp"
+#include "util/text.hpp"
 
 namespace superpoint_rt {
 
@@ -60,14 +62,14 @@ const std::array<ParamSpec, 12> kParams{{
      0,
      0,
      {},
-     "WxH (each side 16..8192) or none",
+     "WxH (each side 8..8192) or none",
      "fixed network frame (aspect not kept), or none for the image's own size"},
     {"resize_max",
      ParamType::Int,
      0,
      Params::kMaxNetworkSide,
      {},
-     "0..8192, 0 = off",
+     "0 = off, or 8..8192",
      "resize so that the long side is this, keeping the aspect (only when larger, unless resize_force)"},
     {"resize_force", ParamType::Bool, 0, 1, {}, "true, false", "resize_max also enlarges smaller images"},
     {"interpolation", ParamType::String, 0, 0, kInterpolations, "pil_bilinear, cv2_area, antialias_bilinear",
@@ -146,16 +148,28 @@ bool parse_wxh(std::string_view v, int& w, int& h) {
   return num(v.substr(0, x), w) && num(v.substr(x + 1), h);
 }
 
-void check_frame(int w, int h, const std::string& what) {
+std::string size_text(int w, int h) {
+  return std::to_string(w) + "x" + std::to_string(h);
+}
+
+// The frame `context` (the image and the parameter that chose the frame) gives, against the limits of Params and
+// `max_frame_pixels`: InvalidArgument under the minimum side, TooLarge over a limit.
+void check_frame(int w, int h, const std::string& context, std::int64_t max_frame_pixels) {
+  const std::string frame = context + " gives the network frame " + size_text(w, h);
   if (w < Params::kMinNetworkSide || h < Params::kMinNetworkSide)
-    throw Error(ErrorKind::InvalidArgument, what + ": network frame " + std::to_string(w) + "x" + std::to_string(h) +
-                                                " is too small (each side must be at least " +
-                                                std::to_string(Params::kMinNetworkSide) + ")");
-  if (w > Params::kMaxNetworkSide || h > Params::kMaxNetworkSide || std::int64_t{w} * h > Params::kMaxNetworkPixels)
-    throw Error(ErrorKind::TooLarge, what + ": network frame " + std::to_string(w) + "x" + std::to_string(h) +
-                                         " is over the limit (each side at most " +
-                                         std::to_string(Params::kMaxNetworkSide) + ", at most " +
-                                         std::to_string(Params::kMaxNetworkPixels) + " pixels; set resize_max)");
+    throw Error(ErrorKind::InvalidArgument, frame + ", under the minimum of " +
+                                                std::to_string(Params::kMinNetworkSide) +
+                                                " pixels a side (one 8 x 8 cell of the network)");
+  if (w > Params::kMaxNetworkSide || h > Params::kMaxNetworkSide)
+    throw Error(ErrorKind::TooLarge, frame + ", over the limit of " + std::to_string(Params::kMaxNetworkSide) +
+                                         " pixels a side (set a smaller resize or resize_max)");
+  const std::int64_t pixels = std::int64_t{w} * h;
+  // The limit is the model's max_frame_pixels (the server's --max-frame-pixels), or the network's own.
+  const std::string limit = max_frame_pixels < Params::kMaxNetworkPixels ? "max_frame_pixels" : "the network's limit";
+  if (pixels > max_frame_pixels)
+    throw Error(ErrorKind::TooLarge, frame + " = " + std::to_string(pixels) + " pixels, over the limit of " +
+                                         std::to_string(max_frame_pixels) + " (" + limit +
+                                         "; set a smaller resize or resize_max)");
 }
 
 }  // namespace
@@ -213,7 +227,7 @@ void Params::validate() const {
 
 ResolvedParams resolve(const Params& p) {
   const PresetSpec* preset = find_preset(p.preset);
-  if (!preset) invalid("preset = '" + p.preset + "' is not one of " + preset_names());
+  if (!preset) invalid("preset = '" + util::printable(p.preset) + "' is not one of " + preset_names());
   ResolvedParams r = preset->defaults;
   if (p.max_keypoints) {
     if (*p.max_keypoints < Params::kMaxKeypointsMin || *p.max_keypoints > Params::kMaxKeypointsMax)
@@ -247,7 +261,7 @@ ResolvedParams resolve(const Params& p) {
     else if (v == "antialias_bilinear")
       r.interpolation = Interpolation::AntialiasBilinear;
     else
-      invalid("interpolation = '" + v + "' is not one of pil_bilinear, cv2_area, antialias_bilinear");
+      invalid("interpolation = '" + util::printable(v) + "' is not one of pil_bilinear, cv2_area, antialias_bilinear");
   }
   bool fixed_explicit = false;
   if (p.resize) {
@@ -256,24 +270,27 @@ ResolvedParams resolve(const Params& p) {
     if (v == "none") {
       r.resize_mode = ResizeMode::None;
     } else if (parse_wxh(v, w, h)) {
-      try {
-        check_frame(w, h, "resize = '" + v + "'");
-      } catch (const Error& e) {
-        invalid(e.what());
-      }
+      // Sides outside the parameter's range are a bad value (InvalidArgument, as the schema of the HTTP API says);
+      // a frame of more pixels than the network allows is TooLarge (docs/LIMITS.md).
+      if (w < Params::kMinNetworkSide || h < Params::kMinNetworkSide || w > Params::kMaxNetworkSide ||
+          h > Params::kMaxNetworkSide)
+        invalid("resize = '" + v + "' is out of range (allowed: " + std::string(find_param("resize")->range_text) +
+                ")");
+      check_frame(w, h, "resize = '" + v + "'", Params::kMaxNetworkPixels);
       r.resize_mode = ResizeMode::Fixed;
       r.fixed_width = w;
       r.fixed_height = h;
       fixed_explicit = true;
     } else {
-      invalid("resize = '" + v + "' is not WxH (e.g. 640x480) or none");
+      invalid("resize = '" + util::printable(v) + "' is not WxH (e.g. 640x480) or none");
     }
     r.resize_max = 0;
   }
   if (p.resize_max) {
     const int m = *p.resize_max;
     if (m != 0 && (m < Params::kMinNetworkSide || m > Params::kMaxNetworkSide))
-      invalid("resize_max = " + std::to_string(m) + " is out of range (0 = off, or 16..8192)");
+      invalid("resize_max = " + std::to_string(m) +
+              " is out of range (allowed: " + std::string(find_param("resize_max")->range_text) + ")");
     if (m > 0 && fixed_explicit)
       invalid("resize = '" + *p.resize + "' and resize_max = " + std::to_string(m) +
               " contradict each other (a fixed frame, or the long side to resize_max: give one)");
@@ -294,21 +311,42 @@ ResolvedParams resolve(const Params& p) {
   return r;
 }
 
-std::pair<int, int> ResolvedParams::network_frame(int w, int h, const std::string& what) const {
+std::pair<int, int> ResolvedParams::network_frame(int w, int h, const std::string& what,
+                                                  std::int64_t max_frame_pixels) const {
   int fw = w, fh = h;
+  std::string rule;  // the parameter that chose the frame, for the messages
   if (resize_mode == ResizeMode::Fixed) {
     fw = fixed_width;
     fh = fixed_height;
+    rule = "resize = " + size_text(fw, fh);
   } else if (resize_mode == ResizeMode::Max && (resize_force || std::max(w, h) > resize_max)) {
-    // LightGlue (kornia resize, side="long") truncates, hloc (ImageDataset) rounds half to even.
+    // LightGlue (kornia resize, side="long") truncates, hloc (ImageDataset) rounds half to even. Any image size is
+    // taken (a 17000 x 300 panorama gives 1024 x 18, as in both tools); a side that rounds to 0 is refused below.
     const auto [w2, h2] = interpolation == Interpolation::AntialiasBilinear
                               ? image::kornia_long_side_size(w, h, resize_max)
                               : image::hloc_resize_size(w, h, resize_max);
     fw = w2;
     fh = h2;
+    rule = "resize_max = " + std::to_string(resize_max) + (resize_force ? " with resize_force" : "");
+  } else {
+    rule = resize_mode == ResizeMode::None
+               ? std::string("resize = none (the image's own size)")
+               : "resize_max = " + std::to_string(resize_max) + " (not larger: the image's own size)";
   }
-  check_frame(fw, fh, what + " (" + std::to_string(w) + "x" + std::to_string(h) + ")");
+  // A fixed frame does not depend on the image: its size would only confuse the message.
+  const std::string image = resize_mode == ResizeMode::Fixed ? what : what + " (" + size_text(w, h) + ")";
+  check_frame(fw, fh, image + ": " + rule, max_frame_pixels);
   return {fw, fh};
+}
+
+std::int64_t largest_preset_frame_pixels() {
+  std::int64_t most = 0;
+  for (const PresetSpec& p : preset_specs()) {
+    const ResolvedParams& r = p.defaults;
+    if (r.resize_mode == ResizeMode::Fixed) most = std::max(most, std::int64_t{r.fixed_width} * r.fixed_height);
+    if (r.resize_mode == ResizeMode::Max) most = std::max(most, std::int64_t{r.resize_max} * r.resize_max);
+  }
+  return most;
 }
 
 namespace {
@@ -318,7 +356,7 @@ const ParamSpec& spec_of(const std::string& name) {
   if (!spec) {
     std::string all;
     for (const auto& s : kParams) all += (all.empty() ? "" : ", ") + std::string(s.name);
-    invalid("unknown parameter '" + name + "' (allowed: " + all + ")");
+    invalid("unknown parameter '" + util::printable(name) + "' (allowed: " + all + ")");
   }
   return *spec;
 }
@@ -352,6 +390,39 @@ void store(Params& p, const ParamSpec& spec, const ParamValue& v) {
     p.resize = std::get<std::string>(v);
 }
 
+// The power of ten of the first significant digit of a decimal number that std::from_chars read whole ("0.0012" ->
+// -3, "12e5" -> 6, "-1e-400" -> -400), saturating: tells a value under double's range from one over it.
+long long leading_exponent(std::string_view s) {
+  std::size_t i = s.empty() || s.front() != '-' ? 0 : 1;
+  long long position = 0;  // the exponent of the digit at i
+  bool fraction = false, found = false;
+  long long first = 0;
+  for (; i < s.size() && s[i] != 'e' && s[i] != 'E'; ++i) {
+    if (s[i] == '.') {
+      fraction = true;
+      continue;
+    }
+    if (fraction) --position;
+    if (!found && s[i] != '0') {
+      found = true;
+      first = fraction ? position : 0;
+    }
+    if (!fraction && found) ++first;
+  }
+  if (!found) return 0;
+  if (first > 0) --first;  // n digits from the first significant one before the point: exponent n - 1
+  long long e = 0;
+  if (i < s.size()) {
+    const char* b = s.data() + i + 1;
+    const char* end = s.data() + s.size();
+    const bool negative = b < end && *b == '-';
+    if (b < end && (*b == '+' || *b == '-')) ++b;
+    if (std::from_chars(b, end, e).ec != std::errc()) e = std::numeric_limits<long long>::max() / 2;
+    if (negative) e = -e;
+  }
+  return first + e;
+}
+
 void check_range(const ParamSpec& spec, double x, const std::string& shown) {
   // A float parameter is checked after rounding to float (what the engine uses): 1 + 1e-12 is 1.
   const double y = spec.type == ParamType::Float ? static_cast<double>(static_cast<float>(x)) : x;
@@ -363,7 +434,7 @@ void check_choice(const ParamSpec& spec, const std::string& value) {
   if (spec.choices.empty()) return;  // checked in context by resolve() (resize: WxH or none)
   for (const auto& c : spec.choices)
     if (c == value) return;
-  invalid(std::string(spec.name) + ": '" + value + "' is not one of " + std::string(spec.range_text));
+  invalid(std::string(spec.name) + ": '" + util::printable(value) + "' is not one of " + std::string(spec.range_text));
 }
 
 }  // namespace
@@ -410,31 +481,44 @@ void set_param_text(Params& p, std::string_view name_v, std::string_view v) {
   const ParamSpec& spec = spec_of(std::string(name_v));
   const std::string name(spec.name);
   const std::string value(v);
+  const std::string shown = util::printable(value);  // a query value may hold any byte, NUL included
   const std::string allowed = " (allowed: " + std::string(spec.range_text) + ")";
+  const char* const first = value.data();
+  const char* const last = first + value.size();
   switch (spec.type) {
     case ParamType::Int: {
       long long x = 0;
-      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
-      if (value.empty() || ec != std::errc() || end != value.data() + value.size())
-        invalid(name + ": '" + value + "' is not an integer" + allowed);
+      const auto [end, ec] = std::from_chars(first, last, x);
+      if (value.empty() || ec != std::errc() || end != last)
+        invalid(name + ": '" + shown + "' is not an integer" + allowed);
       return set_param(p, name, ParamValue{static_cast<std::int64_t>(x)});
     }
     case ParamType::Float: {
-      // strtof: the one float parser of the text interfaces. ERANGE on underflow still gives the nearest float (0 or
-      // a subnormal), a valid threshold; overflow gives +-HUGE_VALF, refused by the range check.
-      char* end = nullptr;
-      const float x = std::strtof(value.c_str(), &end);
-      if (value.empty() || std::isspace(static_cast<unsigned char>(value.front())) ||
-          end != value.c_str() + value.size())
-        invalid(name + ": '" + value + "' is not a number" + allowed);
-      if (!(x >= spec.min && x <= spec.max)) invalid(name + ": " + value + " is out of range" + allowed);
+      // std::from_chars: decimal only ("0.005", "5e-3"; no hex float such as 0x1p-3, no leading space or '+'), and
+      // independent of the C locale (strtof reads "0,005" under a locale whose decimal point is a comma).
+      double d = 0;
+      const auto [end, ec] = std::from_chars(first, last, d, std::chars_format::general);
+      const bool beyond_double = ec == std::errc::result_out_of_range && end == last;
+      if (value.empty() || end != last || (ec != std::errc() && !beyond_double))
+        invalid(name + ": '" + shown + "' is not a decimal number" + allowed);
+      if (beyond_double) {  // as Python's float(): under double's range it is 0, over it infinite (refused below)
+        d = leading_exponent(value) < 0 ? 0.0 : std::numeric_limits<double>::infinity();
+        if (value.front() == '-') d = -d;
+      }
+      // The range holds for the value as written, as the HTTP API's schema (maximum 1) says: 1.0000001 is over 1
+      // although its nearest float is 1.
+      if (!(d >= spec.min && d <= spec.max)) invalid(name + ": " + shown + " is out of range" + allowed);
+      // The float the engine uses: the nearest to the text (as strtof); under float's range, its nearest float
+      // through double (0 or a subnormal).
+      float x = 0;
+      if (std::from_chars(first, last, x, std::chars_format::general).ec != std::errc()) x = static_cast<float>(d);
       return set_param(p, name, ParamValue{static_cast<double>(x)});
     }
     case ParamType::Bool: {
       std::string l;
       for (char c : value) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (l != "true" && l != "1" && l != "false" && l != "0")
-        throw Error(ErrorKind::TypeMismatch, name + ": '" + value + "' is not a boolean (allowed: true, false, 1, 0)");
+        throw Error(ErrorKind::TypeMismatch, name + ": '" + shown + "' is not a boolean (allowed: true, false, 1, 0)");
       return set_param(p, name, ParamValue{l == "true" || l == "1"});
     }
     case ParamType::String: return set_param(p, name, ParamValue{value});

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "superpoint_rt/errors.hpp"
@@ -19,17 +20,19 @@ std::string size_text(int w, int h) {
   return std::to_string(w) + "x" + std::to_string(h);
 }
 
-void check_side(const char* fn, const char* what, int w, int h) {
-  if (w < 1 || h < 1 || w > kMaxResizeFloatSide || h > kMaxResizeFloatSide)
+// Sources of any size >= 1 x 1 (a 17000 x 300 panorama is an ordinary input of hloc and LightGlue); destinations up
+// to kMaxResizeFloatSide.
+void check_side(const char* fn, const char* what, int w, int h, int max_side) {
+  if (w < 1 || h < 1 || w > max_side || h > max_side)
     throw Error(ErrorKind::InvalidArgument, std::string(fn) + ": " + what + " size " + size_text(w, h) +
-                                                " is out of range (each side must be 1.." +
-                                                std::to_string(kMaxResizeFloatSide) + ")");
+                                                " is out of range (each side must be 1.." + std::to_string(max_side) +
+                                                ")");
 }
 
 void check_args(const char* fn, const float* src, int src_w, int src_h, std::ptrdiff_t src_stride, const float* dst,
                 int dst_w, int dst_h, std::ptrdiff_t dst_stride) {
-  check_side(fn, "source", src_w, src_h);
-  check_side(fn, "destination", dst_w, dst_h);
+  check_side(fn, "source", src_w, src_h, std::numeric_limits<int>::max());
+  check_side(fn, "destination", dst_w, dst_h, kMaxResizeFloatSide);
   if (src_stride < src_w || dst_stride < dst_w)
     throw Error(ErrorKind::InvalidArgument, std::string(fn) + ": row stride " + std::to_string(src_stride) + " / " +
                                                 std::to_string(dst_stride) + " is below the width " +
@@ -86,16 +89,17 @@ Cv2Plan cv2_plan(int src_w, int src_h, int dst_w, int dst_h) {
 }
 
 // resizeAreaFast_<float, float, ResizeAreaFastVec_SIMD_32f>: integer factors. When is_area_fast holds the source
-// is exactly iscale x dst (sizes <= 16384 cannot be within DBL_EPSILON of an integer ratio otherwise), so OpenCV's
-// partial-cell border loop never runs and is not reproduced.
+// is exactly iscale x dst (a ratio src / dst that is not an integer is at least 1 / dst away from one, far more than
+// DBL_EPSILON for destinations <= kMaxResizeFloatSide), so OpenCV's partial-cell border loop never runs and is not
+// reproduced.
 void area_fast(const float* src, std::ptrdiff_t src_stride, float* dst, int dst_w, int dst_h, std::ptrdiff_t dst_stride,
                int ix, int iy, FloatResizeScratch& s) {
   const int area = ix * iy;
   const float scale = 1.f / static_cast<float>(area);
-  grow(s.ofs, static_cast<std::size_t>(area));
-  int* ofs = s.ofs.data();
+  grow(s.area_ofs, static_cast<std::size_t>(area));
+  std::ptrdiff_t* ofs = s.area_ofs.data();  // 64-bit: iy rows of a wide source pass 2^31 floats
   for (int sy = 0, k = 0; sy < iy; ++sy)
-    for (int sx = 0; sx < ix; ++sx) ofs[k++] = static_cast<int>(sy * src_stride + sx);
+    for (int sx = 0; sx < ix; ++sx) ofs[k++] = sy * src_stride + sx;
   // ResizeAreaFastVec_SIMD_32f (2x2, one channel): 4-lane SSE2 vectors compute ((a + b) + (c + d)) * 0.25 for the
   // first multiple of 4 outputs; the scalar loop below adds the taps left to right in groups of 4
   // (CV_ENABLE_UNROLLED), a different grouping, for the rest.
@@ -532,35 +536,24 @@ void kornia_resize_antialias(const float* src, int src_w, int src_h, std::ptrdif
 }
 
 std::pair<int, int> kornia_long_side_size(int w, int h, int side) {
-  check_side("kornia_long_side_size", "image", w, h);
+  check_side("kornia_long_side_size", "image", w, h, std::numeric_limits<int>::max());
   if (side < 1 || side > kMaxResizeFloatSide)
     throw Error(ErrorKind::InvalidArgument, "kornia_long_side_size: side " + std::to_string(side) +
                                                 " is out of range (1.." + std::to_string(kMaxResizeFloatSide) + ")");
   // _side_to_image_size(side, aspect_ratio = w / h, "long"): (side ^ (aspect < 1)) picks which side is `side`.
   const double aspect = static_cast<double>(w) / h;
-  std::pair<int, int> out = aspect < 1.0 ? std::pair<int, int>{static_cast<int>(side * aspect), side}
-                                         : std::pair<int, int>{side, static_cast<int>(side / aspect)};
-  if (out.first < 1 || out.second < 1)
-    throw Error(ErrorKind::InvalidArgument, "kornia_long_side_size: " + size_text(w, h) + " with long side " +
-                                                std::to_string(side) + " gives an empty size " +
-                                                size_text(out.first, out.second));
-  return out;
+  return aspect < 1.0 ? std::pair<int, int>{static_cast<int>(side * aspect), side}
+                      : std::pair<int, int>{side, static_cast<int>(side / aspect)};
 }
 
 std::pair<int, int> hloc_resize_size(int w, int h, int resize_max) {
-  check_side("hloc_resize_size", "image", w, h);
+  check_side("hloc_resize_size", "image", w, h, std::numeric_limits<int>::max());
   if (resize_max < 1 || resize_max > kMaxResizeFloatSide)
     throw Error(ErrorKind::InvalidArgument, "hloc_resize_size: resize_max " + std::to_string(resize_max) +
                                                 " is out of range (1.." + std::to_string(kMaxResizeFloatSide) + ")");
   const double scale = static_cast<double>(resize_max) / std::max(w, h);
   // Python's round(): to nearest, ties to even (the default floating-point rounding mode).
-  const std::pair<int, int> out{static_cast<int>(std::nearbyint(w * scale)),
-                                static_cast<int>(std::nearbyint(h * scale))};
-  if (out.first < 1 || out.second < 1)
-    throw Error(ErrorKind::InvalidArgument, "hloc_resize_size: " + size_text(w, h) + " with resize_max " +
-                                                std::to_string(resize_max) + " gives an empty size " +
-                                                size_text(out.first, out.second));
-  return out;
+  return {static_cast<int>(std::nearbyint(w * scale)), static_cast<int>(std::nearbyint(h * scale))};
 }
 
 }  // namespace superpoint_rt::image

@@ -11,8 +11,10 @@
 //   (2.4e-7 measured against kornia 0.9.0 on torch 2.15; torch's accumulation order is not reproduced bit for bit).
 //   Torch 1.13 places the bilinear source position in double, which differs from torch 2.x by up to 3e-5.
 //
-// Planes are row-major float32; strides are in floats (>= the width). Sizes are 1..kMaxResizeFloatSide per side;
-// other sizes throw Error(InvalidArgument) naming them. The only memory used is the caller-owned
+// Planes are row-major float32; strides are in floats (>= the width). Sources of any size >= 1 x 1, destinations
+// 1..kMaxResizeFloatSide per side; other sizes throw Error(InvalidArgument) naming them (a caller's error: the engine
+// checks the network frame first). The tables are O(source width + height) (INTER_AREA: about 40 bytes per source
+// column and 24 per source row), O(destination) for INTER_LINEAR and kornia. The only memory used is the caller-owned
 // FloatResizeScratch, whose buffers grow to the largest size seen and are reused (one scratch per thread).
 // src and dst must not overlap.
 #pragma once
@@ -23,7 +25,7 @@
 
 namespace superpoint_rt::image {
 
-/// Largest width or height (source or destination) the float resizes accept.
+/// Largest destination width or height the float resizes accept (network frames are at most 8192).
 inline constexpr int kMaxResizeFloatSide = 16384;
 
 /// One weight of OpenCV's INTER_AREA tables (cv::DecimateAlpha): destination index di, source index si.
@@ -35,6 +37,7 @@ struct AreaTap {
 /// Working memory of the float resizes, reused between calls (not thread-safe: one per thread).
 struct FloatResizeScratch {
   std::vector<int> ofs, xofs, yofs, tabofs;
+  std::vector<std::ptrdiff_t> area_ofs;
   std::vector<float> alpha, beta, buf, sum, rows, plane, kernel_x, kernel_y;
   std::vector<AreaTap> xtab, ytab;
 };
@@ -62,12 +65,14 @@ void cv2_resize_linear(const float* src, int src_w, int src_h, std::ptrdiff_t sr
 void kornia_resize_antialias(const float* src, int src_w, int src_h, std::ptrdiff_t src_stride, float* dst, int dst_w,
                              int dst_h, std::ptrdiff_t dst_stride, FloatResizeScratch& scratch);
 
-/// kornia _side_to_image_size(side, w / h, "long") with Python's int() truncation: returns (out_w, out_h).
-/// Throws Error(InvalidArgument) for sizes outside 1..kMaxResizeFloatSide or a result below 1.
+/// kornia _side_to_image_size(side, w / h, "long") with Python's int() truncation: returns (out_w, out_h), where the
+/// short side may be 0 for an extreme aspect ratio (the caller refuses such a frame: kornia's resize would fail).
+/// Any image size >= 1 x 1; throws Error(InvalidArgument) for a smaller one or a side outside 1..kMaxResizeFloatSide.
 std::pair<int, int> kornia_long_side_size(int w, int h, int side);
 
 /// hloc resize_image's size: tuple(int(round(x * scale)) for x in (w, h)), scale = resize_max / max(w, h) in double,
-/// Python's round (half to even): returns (out_w, out_h). Throws Error(InvalidArgument) as kornia_long_side_size.
+/// Python's round (half to even): returns (out_w, out_h), possibly 0 on the short side (cv2.resize would fail).
+/// Throws Error(InvalidArgument) as kornia_long_side_size.
 std::pair<int, int> hloc_resize_size(int w, int h, int resize_max);
 
 }  // namespace superpoint_rt::image

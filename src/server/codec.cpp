@@ -111,6 +111,25 @@ nlohmann::json features_to_json(const Features& f, double queue_ms) {
   return j;
 }
 
+nlohmann::json matches_to_json(const Matches& m, const MatchOptions& options, const std::string& conf,
+                               double match_ms) {
+  nlohmann::json pairs = nlohmann::json::array(), scores = nlohmann::json::array();
+  for (std::size_t i = 0; i < m.matches0.size(); ++i) {
+    if (m.matches0[i] < 0) continue;
+    pairs.push_back({i, m.matches0[i]});
+    scores.push_back(round_to(m.scores0[i], 6));
+  }
+  nlohmann::json j;
+  j["matches"] = std::move(pairs);
+  j["scores"] = std::move(scores);
+  j["match"] = {{"conf", conf},
+                {"ratio", options.ratio_threshold},
+                {"distance", options.distance_threshold},
+                {"mutual", options.mutual_check}};
+  j["timing_ms"] = {{"match", round_to(match_ms, 3)}};
+  return j;
+}
+
 std::vector<std::uint8_t> features_to_npz(const Features& f) {
   using util::NpyArray;
   const auto n = static_cast<std::int64_t>(f.size());
@@ -126,6 +145,18 @@ std::vector<std::uint8_t> features_to_npz(const Features& f) {
   arrays["image_size"] = NpyArray::from_int64({f.image_size[0], f.image_size[1]}, {2});
   arrays["scale"] = NpyArray::from_float({f.scale[0], f.scale[1]}, {2});
   return util::npz_bytes(arrays);
+}
+
+nlohmann::json precisions_json(const std::vector<PrecisionReport>& reports) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const PrecisionReport& r : reports)
+    a.push_back({{"precision", r.precision},
+                 {"runs", r.runs},
+                 {"time_vs_fp32", r.time_vs_fp32 > 0 ? nlohmann::json(r.time_vs_fp32) : nlohmann::json(nullptr)},
+                 {"measured", r.measured},
+                 {"basis", r.basis},
+                 {"quality", r.quality}});
+  return a;
 }
 
 }  // namespace superpoint_rt::server

@@ -6,8 +6,8 @@
 namespace superpoint_rt::server {
 
 std::string Metrics::endpoint_label(const std::string& path) {
-  static const char* const kRoutes[] = {"/v1/keypoints", "/v1/keypoints/batch", "/v1/info", "/healthz", "/readyz",
-                                        "/metrics"};
+  static const char* const kRoutes[] = {
+      "/v1/keypoints", "/v1/keypoints/batch", "/v1/match", "/v1/info", "/healthz", "/readyz", "/metrics"};
   for (const char* r : kRoutes)
     if (path == r) return r;
   return "other";

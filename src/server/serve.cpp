@@ -78,6 +78,7 @@ int serve_main(int argc, char** argv) {
   Options options = default_cli_options();
   options.warmup = WarmupSpec::defaults();  // a server answers many requests: prepare the common variants
   server::ServerConfig cfg;
+  options.max_frame_pixels = cfg.max_frame_pixels;  // the server's default (--max-frame-pixels sets both)
   ArgReader args(argc, argv, 2);
   while (!args.done()) {
     const std::string a = args.next();
@@ -108,6 +109,7 @@ int serve_main(int argc, char** argv) {
       throw UsageError("serve: unknown option " + a + "\n" + usage());
   }
   cfg.max_pixels = options.max_pixels;
+  cfg.max_frame_pixels = options.max_frame_pixels;
 
   // SIGINT / SIGTERM are taken by sigwait() below: block them before any thread exists so that every thread
   // inherits the mask. A client that closes its socket must not kill the process (SIGPIPE).

@@ -1,4 +1,5 @@
 #include "server/server.hpp"
+#include "superpoint_rt/match.hpp"
 #include "superpoint_rt/params.hpp"
 
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/codec.hpp"
+#include "util/text.hpp"
 
 namespace superpoint_rt::server {
 namespace {
@@ -96,9 +98,9 @@ struct Route {
   const char* path;
   const char* allow;
 };
-constexpr Route kRoutes[] = {{"/v1/keypoints", "POST"},     {"/v1/keypoints/batch", "POST"}, {"/healthz", "GET, HEAD"},
-                             {"/readyz", "GET, HEAD"},      {"/v1/info", "GET, HEAD"},       {"/metrics", "GET, HEAD"},
-                             {"/openapi.json", "GET, HEAD"}};
+constexpr Route kRoutes[] = {{"/v1/keypoints", "POST"}, {"/v1/keypoints/batch", "POST"}, {"/v1/match", "POST"},
+                             {"/healthz", "GET, HEAD"}, {"/readyz", "GET, HEAD"},        {"/v1/info", "GET, HEAD"},
+                             {"/metrics", "GET, HEAD"}, {"/openapi.json", "GET, HEAD"}};
 
 const Route* find_route(const std::string& path) {
   for (const Route& r : kRoutes)
@@ -143,10 +145,19 @@ bool is_query_param(std::string_view name) {
   return name != "bgr" && find_param(name) != nullptr;
 }
 
-std::string allowed_query() {
+// The matcher's fields of /v1/match (superpoint_rt/match.hpp: conf, ratio, distance, mutual).
+bool is_match_param(std::string_view name) {
+  for (const auto& spec : match_param_specs())
+    if (spec.name == name) return true;
+  return false;
+}
+
+std::string allowed_query(bool match) {
   std::string s;
   for (const auto& spec : param_specs())
     if (is_query_param(spec.name)) s.append(s.empty() ? "" : ", ").append(spec.name);
+  if (match)
+    for (const auto& spec : match_param_specs()) s.append(", ").append(spec.name);
   return s + ", format";
 }
 
@@ -157,11 +168,15 @@ constexpr const char* kFormHint =
 
 struct RequestOptions {
   Params params;
+  ResolvedParams resolved;
+  MatchParams match;  // /v1/match only
   bool npz = false;
 };
 
-// Query fields with SPEC's names, defaults and ranges; anything else is refused by name (nothing is ignored).
-RequestOptions parse_request_options(const httplib::Request& req) {
+// Query fields with SPEC's names, defaults and ranges (and, with `match`, the matcher's); anything else is refused
+// by name (nothing is ignored). A fixed frame (resize=WxH) over --max-frame-pixels is 413 here, before the body is
+// looked at.
+RequestOptions parse_request_options(const httplib::Request& req, std::int64_t max_frame_pixels, bool match = false) {
   RequestOptions o;
   const std::size_t q = req.target.find('?');
   const auto fields =
@@ -169,29 +184,28 @@ RequestOptions parse_request_options(const httplib::Request& req) {
   std::set<std::string> seen;
   for (const auto& [name, value] : fields) {
     if (!seen.insert(name).second)
-      throw HttpError{422, "InvalidArgument", "query parameter '" + name + "' is given more than once"};
+      throw HttpError{422, "InvalidArgument",
+                      "query parameter '" + util::printable(name) + "' is given more than once"};
     if (is_query_param(name)) {
-      try {
-        set_param_text(o.params, name, value);
-      } catch (const Error& e) {
-        throw HttpError{422, to_string(e.kind()), e.what()};
-      }
+      set_param_text(o.params, name, value);  // an Error: 422 (its kind says so), the message quotes the value
+    } else if (match && is_match_param(name)) {
+      set_match_param_text(o.match, name, value);
     } else if (name == "format") {
       if (value != "json" && value != "npz")
-        throw HttpError{422, "InvalidArgument", "format: '" + value + "' is not json or npz"};
+        throw HttpError{422, "InvalidArgument", "format: '" + util::printable(value) + "' is not json or npz"};
       o.npz = value == "npz";
     } else {
       throw HttpError{422, "InvalidArgument",
-                      "unknown query parameter '" + name + "' (allowed: " + allowed_query() + ")"};
+                      "unknown query parameter '" + util::printable(name) + "' (allowed: " + allowed_query(match) +
+                          ")"};
     }
   }
   if (!seen.count("format") && req.get_header_value("Accept").find("application/x-npz") != std::string::npos)
     o.npz = true;
-  try {
-    o.params.validate();
-  } catch (const Error& e) {
-    throw HttpError{422, to_string(e.kind()), e.what()};
-  }
+  o.match.validate();
+  o.resolved = resolve(o.params);  // InvalidArgument: 422; an explicit resize over the network's limit: 413
+  if (o.resolved.resize_mode == ResizeMode::Fixed)
+    (void)o.resolved.network_frame(1, 1, "the request", max_frame_pixels);
   return o;
 }
 
@@ -243,9 +257,53 @@ std::vector<ImagePart> image_parts(const httplib::Request& req, bool batch) {
   return parts;
 }
 
+// The network frame's limit (--max-frame-pixels) from the image's header, before any pixel is decoded or any plan
+// made. The engine checks it again on the decoded image (authoritative: the cv2 presets apply the EXIF orientation,
+// which the header probe does not, and kornia's rounding of a transposed size may differ by one pixel), so here a
+// request is refused only when the frame of either orientation is over the limit.
+void check_frame(const ImagePart& part, const ImageInfo& info, const ResolvedParams& rp, std::int64_t limit) {
+  try {
+    (void)rp.network_frame(info.width, info.height, part.name, limit);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::TooLarge) return;  // too small: the engine's answer, on the pixels it reads
+    try {
+      (void)rp.network_frame(info.height, info.width, part.name, limit);
+    } catch (const Error& t) {
+      if (t.kind() == ErrorKind::TooLarge) throw HttpError{413, "TooLarge", std::string(e.what())};
+    }
+  }
+}
+
+// The two images of /v1/match: the multipart fields 'image0' and 'image1', once each.
+std::vector<ImagePart> match_parts(const httplib::Request& req) {
+  const std::string type = media_type(req.get_header_value("Content-Type"));
+  if (type != "multipart/form-data")
+    throw HttpError{415, "UnsupportedFormat",
+                    "/v1/match needs a multipart/form-data body with the fields 'image0' and 'image1', not '" +
+                        (type.empty() ? std::string("no content type") : type) + "'"};
+  std::vector<ImagePart> parts;
+  for (const char* field : {"image0", "image1"}) {
+    const auto [first, last] = req.files.equal_range(field);
+    const auto count = std::distance(first, last);
+    if (count != 1) {
+      std::string fields;
+      for (const auto& [k, v] : req.files) fields += (fields.empty() ? "" : ", ") + ("'" + k + "'");
+      throw HttpError{400, "DecodeError",
+                      "the multipart body has " + std::to_string(count) + " fields '" + field +
+                          "' (exactly one each of 'image0' and 'image1'" +
+                          (fields.empty() ? std::string(")") : "; fields: " + fields + ")")};
+    }
+    parts.push_back(
+        {as_bytes(first->second.content),
+         std::string(field) + " (" + (first->second.filename.empty() ? field : first->second.filename) + ")"});
+  }
+  return parts;
+}
+
 // Header checks before any pixel is decoded: empty, unknown magic or corrupt header (400: SPEC's undecodable image;
-// the Content-Type was acceptable, so not 415), too many pixels (413).
-void check_image(const ImagePart& part, std::int64_t max_pixels) {
+// the Content-Type was acceptable, so not 415), too many pixels or too large a network frame (413).
+void check_image(const ImagePart& part, std::int64_t max_pixels, const ResolvedParams& rp,
+                 std::int64_t max_frame_pixels) {
   if (part.bytes.empty())
     throw HttpError{400, "DecodeError",
                     part.name + " is empty: send the encoded image (" + std::string(supported_formats()) + ")"};
@@ -264,6 +322,7 @@ void check_image(const ImagePart& part, std::int64_t max_pixels) {
                     part.name + " is " + std::to_string(info.width) + "x" + std::to_string(info.height) + " = " +
                         std::to_string(pixels) + " pixels, over the limit of " + std::to_string(max_pixels) +
                         " (--max-pixels)"};
+  check_frame(part, info, rp, max_frame_pixels);
 }
 
 // --max-body-mb as given (the bytes are the definition; the flag is MiB).
@@ -418,10 +477,10 @@ struct HttpServer::Impl {
     guarded(res, [&] {
       const Clock::time_point arrived = Clock::now();
       check_available();
-      const RequestOptions opt = parse_request_options(req);
+      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels);
       const std::vector<ImagePart> parts = image_parts(req, false);
       try {
-        check_image(parts[0], cfg.max_pixels);
+        check_image(parts[0], cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
       } catch (const HttpError& e) {
         metrics.observe_image_error(e.status);
         throw;
@@ -447,7 +506,7 @@ struct HttpServer::Impl {
     guarded(res, [&] {
       const Clock::time_point arrived = Clock::now();
       check_available();
-      const RequestOptions opt = parse_request_options(req);
+      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels);
       if (opt.npz)
         throw HttpError{422, "InvalidArgument",
                         "format: npz is available on /v1/keypoints only; /v1/keypoints/batch answers JSON"};
@@ -460,7 +519,7 @@ struct HttpServer::Impl {
       std::vector<std::optional<HttpError>> errors(parts.size());
       for (std::size_t i = 0; i < parts.size(); ++i) {
         try {
-          check_image(parts[i], cfg.max_pixels);
+          check_image(parts[i], cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
         } catch (const HttpError& e) {
           metrics.observe_image_error(e.status);
           errors[i] = e;
@@ -496,6 +555,49 @@ struct HttpServer::Impl {
     });
   }
 
+  void handle_match(const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const Clock::time_point arrived = Clock::now();
+      check_available();
+      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels, /*match=*/true);
+      if (opt.npz)
+        throw HttpError{422, "InvalidArgument",
+                        "format: npz is available on /v1/keypoints only; /v1/match answers JSON"};
+      if (!opt.params.return_descriptors)
+        throw HttpError{422, "InvalidArgument",
+                        "return_descriptors: /v1/match matches descriptors, it cannot be false"};
+      const std::vector<ImagePart> parts = match_parts(req);
+      for (const ImagePart& part : parts) {
+        try {
+          check_image(part, cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
+        } catch (const HttpError& e) {
+          metrics.observe_image_error(e.status);
+          throw;
+        }
+      }
+      MatchOptions options = resolve(opt.match);
+      // One thread: the request runs on its worker slot, like a request's decode and post-processing; the server's
+      // --workers bound the cores that matching takes.
+      options.threads = 1;
+      Features f[2];
+      Matches m;
+      double queue_ms = 0, match_ms = 0;
+      {
+        Slot slot = admit(arrived);
+        queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
+        f[0] = run_one(parts[0], opt.params);
+        f[1] = run_one(parts[1], opt.params);
+        const Clock::time_point t0 = Clock::now();
+        m = match(f[0], f[1], options);
+        match_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      }
+      json body = matches_to_json(m, options, opt.match.conf, match_ms);
+      body["image0"] = features_to_json(f[0], queue_ms);
+      body["image1"] = features_to_json(f[1], queue_ms);
+      send_json(res, 200, body);
+    });
+  }
+
   json info_json() const {
     json j;
     j["version"] = version();
@@ -513,6 +615,7 @@ struct HttpServer::Impl {
       j["cpu_features"] = model_info.cpu_features;
       j["cpu_units"] = model_info.cpu_units;
       j["fastest_precision"] = model_info.fastest_precision;
+      j["precisions"] = precisions_json(model_info.precisions);
     }
     j["limits"] = json::object();
     for (const LimitDoc& l : describe_limits(cfg)) j["limits"][l.key] = l.value;
@@ -533,6 +636,10 @@ struct HttpServer::Impl {
         d["min"] = spec.min;
         d["max"] = spec.max;
       }
+      if (!spec.choices.empty()) {
+        d["choices"] = json::array();
+        for (const std::string_view c : spec.choices) d["choices"].push_back(std::string(c));
+      }
       d["default"] = typed(param_value_text(hf, name));
       if (spec.per_preset) {
         d["presets"] = json::object();
@@ -541,12 +648,30 @@ struct HttpServer::Impl {
       }
       j["params"][name] = d;
     }
+    // /v1/match: the matcher's query fields and hloc's confs, from the same table (superpoint_rt/match.hpp).
+    json mp = json::object();
+    for (const auto& spec : match_param_specs()) {
+      json d{{"type", to_string(spec.type)}, {"allowed", std::string(spec.range_text)}};
+      if (spec.type == ParamType::Float) {
+        d["min"] = spec.min;
+        d["max"] = spec.max;
+      }
+      if (spec.name == "conf") d["default"] = MatchParams{}.conf;
+      mp[std::string(spec.name)] = d;
+    }
+    json confs = json::object();
+    for (const auto& c : match_confs())
+      confs[std::string(c.name)] = {{"ratio", c.options.ratio_threshold},
+                                    {"distance", c.options.distance_threshold},
+                                    {"mutual", c.options.mutual_check}};
+    j["match"] = {{"params", mp}, {"confs", confs}};
     return j;
   }
 
   void install_routes() {
     http.Post("/v1/keypoints", [this](const httplib::Request& q, httplib::Response& r) { handle_keypoints(q, r); });
     http.Post("/v1/keypoints/batch", [this](const httplib::Request& q, httplib::Response& r) { handle_batch(q, r); });
+    http.Post("/v1/match", [this](const httplib::Request& q, httplib::Response& r) { handle_match(q, r); });
     http.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { send_json(r, 200, {{"status", "ok"}}); });
     http.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {
       if (draining.load())
@@ -682,6 +807,9 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        "request bodies over this many MiB get 413 without being read"},
       {"max_pixels", c.max_pixels, "--max-pixels", std::to_string(c.max_pixels),
        "an image of more pixels (width x height, from its header) gets 413 before any pixel is decoded"},
+      {"max_frame_pixels", c.max_frame_pixels, "--max-frame-pixels", std::to_string(c.max_frame_pixels),
+       "a network frame (what resize / resize_max give for the image) of more pixels gets 413 before any plan or "
+       "buffer is made; default: the largest preset frame"},
       {"max_batch_parts", c.max_batch_parts, "--max-batch-parts", std::to_string(c.max_batch_parts),
        "a batch of more images gets 413 before any of them is decoded"},
       // The decoders' own bounds (include/superpoint_rt/image.hpp, docs/LIMITS.md): fixed, answered with 413.

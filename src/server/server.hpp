@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/metrics.hpp"
+#include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
 namespace superpoint_rt::server {
@@ -42,12 +43,14 @@ struct ServerConfig {
                                                      // arrived gets 504 (a batch's later images included)
   std::int64_t max_body_bytes = 50LL * 1024 * 1024;  // request bodies over this are refused (413) unread
   std::int64_t max_pixels = kDefaultMaxPixels;       // width * height over this is refused (413) before decoding
-  int max_batch_parts = 64;                          // images in one /v1/keypoints/batch request; more: 413 before
-                                                     // any of them is looked at
-  int connections = 0;                               // HTTP connection threads; 0 = workers + queue + 16
-  int idle_timeout_s = 5;                            // a keep-alive connection idle this long is closed
-  int read_timeout_s = 5;                            // a client that sends nothing for this long mid-request is
-                                                     // dropped (each read; a slow but steady sender is served)
+  std::int64_t max_frame_pixels = largest_preset_frame_pixels();  // a network frame of more pixels: 413 before any
+                                                                  // plan or buffer (Options::max_frame_pixels)
+  int max_batch_parts = 64;  // images in one /v1/keypoints/batch request; more: 413 before
+                             // any of them is looked at
+  int connections = 0;       // HTTP connection threads; 0 = workers + queue + 16
+  int idle_timeout_s = 5;    // a keep-alive connection idle this long is closed
+  int read_timeout_s = 5;    // a client that sends nothing for this long mid-request is
+                             // dropped (each read; a slow but steady sender is served)
 };
 
 /// The connection threads `config` asks for (`connections`, or its default when 0).

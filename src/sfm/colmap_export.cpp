@@ -2,27 +2,30 @@
 // per image or a single one, import_features, import_matches) from the feature, match and pair files into a COLMAP
 // database.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
-#include "batch/hloc_read.hpp"
+#include "match/h5.hpp"
 #include "sfm/colmap_db.hpp"
-#include "sfm/pairs.hpp"
 #include "superpoint_rt/colmap.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/image.hpp"
+#include "superpoint_rt/match.hpp"
 #include "util/file.hpp"
 #include "util/half.hpp"
 
 namespace superpoint_rt {
 namespace fs = std::filesystem;
 namespace {
+
+using matching::detail::KeypointRecord;
+using matching::detail::MatchRecord;
 
 [[noreturn]] void invalid(const std::string& msg) {
   throw Error(ErrorKind::InvalidArgument, msg);
@@ -59,16 +62,13 @@ void add_colmap_origin(std::vector<float>& xy, bool half) {
 
 /// hloc's `matches[scores > min_match_score]`: numpy compares a float16 array with a Python float in float16 (numpy
 /// 1.x value-based casting and numpy 2's NEP 50 alike), so the threshold is rounded to the scores' type first.
-void filter_by_score(batch::FileMatches& m, float threshold) {
-  const float t = m.scores_half ? util::half_to_float(util::float_to_half(threshold)) : threshold;
+void filter_by_score(MatchRecord& r, float threshold) {
+  const float t = r.scores_half ? util::half_to_float(util::float_to_half(threshold)) : threshold;
+  auto& m = r.matches;
   std::size_t k = 0;
   for (std::size_t i = 0; i < m.scores.size(); ++i)
-    if (m.scores[i] > t) {
-      m.pairs[2 * k] = m.pairs[2 * i];
-      m.pairs[2 * k + 1] = m.pairs[2 * i + 1];
-      ++k;
-    }
-  m.pairs.resize(2 * k);
+    if (m.scores[i] > t) m.pairs[k++] = m.pairs[i];
+  m.pairs.resize(k);
 }
 
 struct Camera {
@@ -95,11 +95,10 @@ ColmapReport write_colmap_database(const ColmapOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   check_options(o);
   ColmapReport report;
-  const std::vector<sfm::NamePair> pairs = sfm::read_pairs(o.pairs);
+  const std::vector<ImagePair> pairs = read_pairs(o.pairs);
   report.pairs_listed = pairs.size();
 
-  std::lock_guard lock(batch::hdf5_mutex());  // the HDF5 reads below (batch/hdf5.hpp)
-  const batch::FeatureFile features(o.features);
+  const matching::detail::FeatureReader features(o.features);
   const std::vector<std::string> names = features.names();  // sorted: COLMAP's image ids follow the sorted names
   if (names.empty()) invalid("colmap: " + o.features + " holds no images");
   if (names.size() >= static_cast<std::size_t>(sfm::kColmapMaxNumImages))
@@ -107,10 +106,10 @@ ColmapReport write_colmap_database(const ColmapOptions& o) {
   std::map<std::string, std::int64_t> image_id;
   for (std::size_t i = 0; i < names.size(); ++i) image_id[names[i]] = static_cast<std::int64_t>(i) + 1;
   for (std::size_t i = 0; i < pairs.size(); ++i)
-    for (const std::string* n : {&pairs[i].name0, &pairs[i].name1})
+    for (const std::string* n : {&pairs[i].first, &pairs[i].second})
       if (!image_id.count(*n))
         throw Error(ErrorKind::NotFound, "colmap: " + o.pairs + " pair " + std::to_string(i + 1) + " (" +
-                                             pairs[i].name0 + ", " + pairs[i].name1 + "): '" + *n + "' is not in " +
+                                             pairs[i].first + ", " + pairs[i].second + "): '" + *n + "' is not in " +
                                              o.features);
 
   const std::string tmp = o.database + "." + util::random_hex8() + ".tmp";
@@ -121,7 +120,7 @@ ColmapReport write_colmap_database(const ColmapOptions& o) {
     for (std::size_t i = 0; i < names.size(); ++i) {
       const std::string& name = names[i];
       const std::int64_t id = static_cast<std::int64_t>(i) + 1;
-      batch::FileKeypoints kp = features.read(name);
+      KeypointRecord kp = features.keypoints(name);
       if (!o.images.empty()) {
         const auto [w, h] = stored_size((fs::path(o.images) / name).string());
         if (w != kp.width || h != kp.height) {
@@ -157,15 +156,16 @@ ColmapReport write_colmap_database(const ColmapOptions& o) {
       db.add_frame(id, cam.id, id, cam.id);
       add_colmap_origin(kp.xy, kp.half);
       db.add_keypoints(id, kp.xy);
-      num_keypoints[i] = kp.xy.size() / 2;
+      num_keypoints[i] = kp.size();
       report.keypoints += num_keypoints[i];
     }
     report.images = names.size();
 
-    const batch::MatchFile matches(o.matches);
+    const matching::detail::MatchReader matches(o.matches);
     std::unordered_set<std::int64_t> written;
-    for (const sfm::NamePair& p : pairs) {
-      const std::int64_t id0 = image_id.at(p.name0), id1 = image_id.at(p.name1);
+    std::vector<std::uint32_t> blob;
+    for (const auto& [name0, name1] : pairs) {
+      const std::int64_t id0 = image_id.at(name0), id1 = image_id.at(name1);
       if (id0 == id1) {
         ++report.pairs_self;
         continue;
@@ -177,14 +177,19 @@ ColmapReport write_colmap_database(const ColmapOptions& o) {
       }
       // hloc: `if min_match_score: matches = matches[scores > min_match_score]`, so 0 filters nothing.
       const bool by_score = o.min_match_score && *o.min_match_score != 0.0f;
-      batch::FileMatches m = matches.read(p.name0, p.name1, num_keypoints[static_cast<std::size_t>(id0 - 1)],
-                                          num_keypoints[static_cast<std::size_t>(id1 - 1)], by_score);
+      MatchRecord m = matches.read(name0, name1, by_score,
+                                   std::array{num_keypoints[static_cast<std::size_t>(id0 - 1)],
+                                              num_keypoints[static_cast<std::size_t>(id1 - 1)]});
       if (by_score) filter_by_score(m, *o.min_match_score);
-      if (id0 > id1)  // COLMAP's WriteMatches: the smaller image id's indices first
-        for (std::size_t k = 0; k < m.pairs.size(); k += 2) std::swap(m.pairs[k], m.pairs[k + 1]);
-      db.add_matches(pair_id, m.pairs);
+      // The indices are checked keypoints of their images (>= 0); COLMAP's WriteMatches: the smaller image id's first.
+      blob.clear();
+      for (const auto& [i0, i1] : m.matches.pairs) {
+        blob.push_back(static_cast<std::uint32_t>(id0 < id1 ? i0 : i1));
+        blob.push_back(static_cast<std::uint32_t>(id0 < id1 ? i1 : i0));
+      }
+      db.add_matches(pair_id, blob);
       ++report.pairs_written;
-      report.matches += m.pairs.size() / 2;
+      report.matches += m.matches.pairs.size();
     }
     db.commit();
   } catch (...) {

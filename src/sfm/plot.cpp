@@ -4,15 +4,15 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <set>
 
-#include "batch/hloc_read.hpp"
 #include "image/decode_cv2.hpp"
 #include "image/resize.hpp"
+#include "match/h5.hpp"
 #include "superpoint_rt/colmap.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/image.hpp"
@@ -196,23 +196,22 @@ MatchPlotReport plot_matches(const MatchPlotOptions& o) {
   if (o.height != 0 && (o.height < 16 || o.height > kMaxPlotHeight))
     invalid("height " + std::to_string(o.height) + " is out of range (16.." + std::to_string(kMaxPlotHeight) +
             ", 0 = automatic)");
-  batch::FileKeypoints kp[2];
-  batch::FileMatches m;
+  matching::detail::KeypointRecord kp[2];
   {
-    std::lock_guard lock(batch::hdf5_mutex());
-    const batch::FeatureFile features(o.features);
-    kp[0] = features.read(o.name0);
-    kp[1] = features.read(o.name1);
-    // The scores colour the lines only without a database.
-    m = batch::MatchFile(o.matches).read(o.name0, o.name1, kp[0].xy.size() / 2, kp[1].xy.size() / 2,
-                                         o.database.empty());
+    const matching::detail::FeatureReader features(o.features);
+    kp[0] = features.keypoints(o.name0);
+    kp[1] = features.keypoints(o.name1);
   }
+  // The scores colour the lines only without a database.
+  const PairMatches m = matching::detail::MatchReader(o.matches)
+                            .read(o.name0, o.name1, o.database.empty(), std::array{kp[0].size(), kp[1].size()})
+                            .matches;
   Image im[2];
   for (int k = 0; k < 2; ++k)
     im[k] = load_as_features((fs::path(o.images) / (k ? o.name1 : o.name0)).string(), kp[k].width, kp[k].height);
   MatchPlotReport report;
   std::set<std::pair<std::uint32_t, std::uint32_t>> inliers;
-  if (!o.database.empty()) inliers = read_inliers(o, kp[0].xy.size() / 2, kp[1].xy.size() / 2);
+  if (!o.database.empty()) inliers = read_inliers(o, kp[0].size(), kp[1].size());
 
   const int h = o.height ? o.height : std::min({im[0].height, im[1].height, kDefaultPlotHeight});
   const int gap = std::max(4, h / 100);
@@ -227,14 +226,16 @@ MatchPlotReport plot_matches(const MatchPlotOptions& o) {
   paste(c, im[0], w[0], h, 0);
   paste(c, im[1], w[1], h, w[0] + gap);
   // Keypoint x (pixel centres at integers) in the scaled image: (x + 0.5) * (out / in) - 0.5, per axis.
-  const auto at = [&](int k, std::uint32_t i) {
+  const auto at = [&](int k, std::int32_t i) {
     const double sx = static_cast<double>(w[k]) / im[k].width, sy = static_cast<double>(h) / im[k].height;
     return std::pair{(kp[k].xy[2 * i] + 0.5) * sx - 0.5 + (k ? w[0] + gap : 0), (kp[k].xy[2 * i + 1] + 0.5) * sy - 0.5};
   };
   const double r = std::max(1.5, h / 400.0);
-  const std::size_t n = m.pairs.size() / 2;
+  const std::size_t n = m.pairs.size();
   const auto good = [&](std::size_t i) {
-    return o.database.empty() ? m.scores[i] : (inliers.count({m.pairs[2 * i], m.pairs[2 * i + 1]}) ? 1.f : 0.f);
+    if (o.database.empty()) return m.scores[i];
+    const auto [i0, i1] = m.pairs[i];  // keypoint indices, checked >= 0
+    return inliers.count({static_cast<std::uint32_t>(i0), static_cast<std::uint32_t>(i1)}) ? 1.f : 0.f;
   };
   long verified = 0;
   if (!o.database.empty())
@@ -247,8 +248,8 @@ MatchPlotReport plot_matches(const MatchPlotOptions& o) {
   for (const std::size_t i : order) {
     const float g = good(i);
     const Rgb col = red_to_green(g);
-    const auto [x0, y0] = at(0, m.pairs[2 * i]);
-    const auto [x1, y1] = at(1, m.pairs[2 * i + 1]);
+    const auto [x0, y0] = at(0, m.pairs[i][0]);
+    const auto [x1, y1] = at(1, m.pairs[i][1]);
     // Matches COLMAP rejected stay visible but recede: fainter lines, smaller dots.
     const bool rejected = !o.database.empty() && g == 0;
     c.line(x0, y0, x1, y1, col, rejected ? 0.25 : 0.9);

@@ -112,25 +112,4 @@ std::string cpu_units_string() {
   return s;
 }
 
-PrecisionAdvice fastest_precision() {
-  // Measured (docs/BENCHMARKS.md): on an AVX-512 VNNI + BF16 Xeon without AMX, int8 ran at 0.26x and bf16 at 1.9x
-  // ONNX Runtime's fp32 forward (fp32: 0.7x); bf16 is slower than fp32 wherever vdpbf16ps is its only bf16 unit.
-  const CpuFeatures& f = cpu_features();
-  constexpr const char* kQuality =
-      "docs/BENCHMARKS.md, \"Quality of the fast precisions\" and \"Why int8 does not reach Jaccard 0.90\"";
-  if (f.avx512() && f.avx512_vnni)
-    return {"int8",
-            std::string("AVX-512 VNNI: measured 0.26x ONNX Runtime's fp32 forward; its output is not fp32's: keypoint "
-                        "Jaccard vs fp32 0.70 mean / 0.57 min, descriptor cosine 0.997 (built-in calibration); ") +
-                (f.avx512_bf16 ? (f.amx ? "bf16 (AMX) not measured; " : "bf16 is slower than fp32 without AMX; ")
-                               : "bf16 needs avx512_bf16; ") +
-                "see " + kQuality};
-  if (f.avx512())
-    return {"fp32", std::string("int8 runs on AVX-512 without VNNI on slower kernels (not measured); ") +
-                        (f.avx512_bf16 ? "bf16 is slower than fp32 without AMX" : "bf16 needs avx512_bf16") +
-                        "; fp32 is bit-exact with the PyTorch reference"};
-  return {"fp32",
-          "bf16 needs avx512_bf16, int8 needs AVX-512 on this build; fp32 is bit-exact with the PyTorch reference"};
-}
-
 }  // namespace superpoint_rt::util

@@ -25,15 +25,6 @@ std::string cpu_features_string();
 /// AMX = amx_tile). The same detection as the kernels', after the SUPERPOINT_RT_ISA cap.
 std::string cpu_units_string();
 
-/// The fastest precision the engine runs on this CPU and what its output costs, from the conditions of the oneDNN
-/// backend's parse_precision (bf16 needs avx512_bf16, int8 needs AVX-512) and the measurements of
-/// docs/BENCHMARKS.md.
-struct PrecisionAdvice {
-  std::string precision;  // "fp32" or "int8"
-  std::string why;        // one line: why the others are not faster here / the quality figures that hold for it
-};
-PrecisionAdvice fastest_precision();
-
 enum class Isa { Scalar, Avx2, Avx512 };
 /// The best level available (after the SUPERPOINT_RT_ISA cap).
 Isa best_isa();

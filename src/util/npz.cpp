@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <stdexcept>
 #include <type_traits>
+#include <vector>
 
 #include "superpoint_rt/errors.hpp"
 #include "util/file.hpp"
@@ -329,13 +331,21 @@ std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, co
     entries = rd<std::uint64_t>(&z[z64 + 32]);
     cd_off = rd<std::uint64_t>(&z[z64 + 48]);
   }
-  std::map<std::string, NpyArray> out;
+  // Pass 1: every entry's sizes and data range, checked against the file before anything is allocated.
+  struct Member {
+    std::string name;
+    std::uint16_t method = 0;
+    std::uint32_t crc = 0;
+    std::uint64_t data = 0, csize = 0, usize = 0;
+  };
+  std::vector<Member> members;
   std::uint64_t p = cd_off;
   for (std::uint64_t e = 0; e < entries; ++e) {
     if (!fits(p, 46) || rd<std::uint32_t>(&z[p]) != 0x02014b50u)
       bad(source, "bad central directory entry " + std::to_string(e) + " at offset " + std::to_string(p));
-    const std::uint16_t method = rd<std::uint16_t>(&z[p + 10]);
-    const std::uint32_t crc = rd<std::uint32_t>(&z[p + 16]);
+    Member m;
+    m.method = rd<std::uint16_t>(&z[p + 10]);
+    m.crc = rd<std::uint32_t>(&z[p + 16]);
     std::uint64_t csize = rd<std::uint32_t>(&z[p + 20]);
     std::uint64_t usize = rd<std::uint32_t>(&z[p + 24]);
     const std::uint16_t nlen = rd<std::uint16_t>(&z[p + 28]);
@@ -343,7 +353,8 @@ std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, co
     const std::uint16_t clen = rd<std::uint16_t>(&z[p + 32]);
     std::uint64_t loff = rd<std::uint32_t>(&z[p + 42]);
     if (!fits(p + 46, std::uint64_t{nlen} + xlen + clen)) bad(source, "central entry past the end");
-    std::string name(reinterpret_cast<const char*>(&z[p + 46]), nlen);
+    m.name.assign(reinterpret_cast<const char*>(&z[p + 46]), nlen);
+    const std::string& name = m.name;
     // zip64 extra field: the 0xFFFFFFFF fields in order usize, csize, offset
     const std::uint64_t xend = p + 46 + nlen + xlen;
     for (std::uint64_t x = p + 46 + nlen; x + 4 <= xend;) {
@@ -369,47 +380,79 @@ std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, co
     p += 46u + std::uint64_t{nlen} + xlen + clen;
     if (!fits(loff, 30) || rd<std::uint32_t>(&z[loff]) != 0x04034b50u)
       bad(source, "member " + name + ": bad local header at offset " + std::to_string(loff));
-    const std::uint64_t data = loff + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
-    if (!fits(data, csize))
-      bad(source, "member " + name + ": " + std::to_string(csize) + " bytes at offset " + std::to_string(data) +
+    m.data = loff + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
+    if (!fits(m.data, csize))
+      bad(source, "member " + name + ": " + std::to_string(csize) + " bytes at offset " + std::to_string(m.data) +
                       " run past the end (" + std::to_string(size) + " bytes)");
     // zlib counts in uInt (32 bits); numpy writes members that large only for arrays over 4 GiB.
     if (csize > kNpzMaxMemberBytes || usize > kNpzMaxMemberBytes)
       bad(source, "member " + name + " of " + std::to_string(std::max(csize, usize)) + " bytes is over the limit of " +
                       std::to_string(kNpzMaxMemberBytes) + " bytes");
-    std::vector<std::uint8_t> body;
-    const std::uint8_t* in = z.data() + static_cast<std::size_t>(data);
-    if (method == 0) {
-      if (usize != csize)
-        bad(source, "stored member " + name + " has sizes " + std::to_string(csize) + " and " + std::to_string(usize));
-      body.assign(in, in + csize);
-    } else if (method == 8) {
-      // Deflate expands at most 1032:1: a larger uncompressed size is a lie, refused before allocating it.
-      if (usize / kDeflateMaxRatio > csize)
-        bad(source, "member " + name + ": " + std::to_string(csize) + " compressed bytes cannot inflate to " +
-                        std::to_string(usize));
-      body.resize(static_cast<std::size_t>(usize));
-      z_stream s{};
-      if (inflateInit2(&s, -MAX_WBITS) != Z_OK) bad(source, "inflate init");
-      s.next_in = const_cast<Bytef*>(in);
-      s.avail_in = static_cast<uInt>(csize);
-      s.next_out = body.data();
-      s.avail_out = static_cast<uInt>(body.size());
-      const int rc = inflate(&s, Z_FINISH);
-      const uLong produced = s.total_out;
-      inflateEnd(&s);
-      if (rc != Z_STREAM_END)
-        bad(source, "member " + name + " does not inflate to its " + std::to_string(usize) + " bytes");
-      if (produced != usize)
-        bad(source,
-            "member " + name + " inflates to " + std::to_string(produced) + " bytes, not " + std::to_string(usize));
-    } else {
-      bad(source, "member " + name + " uses unsupported compression " + std::to_string(method));
+    if (m.method == 0 && usize != csize)
+      bad(source, "stored member " + name + " has sizes " + std::to_string(csize) + " and " + std::to_string(usize));
+    // Deflate expands at most 1032:1: a larger uncompressed size is a lie, refused before allocating it.
+    if (m.method == 8 && usize / kDeflateMaxRatio > csize)
+      bad(source, "member " + name + ": " + std::to_string(csize) + " compressed bytes cannot inflate to " +
+                      std::to_string(usize));
+    if (m.method != 0 && m.method != 8)
+      bad(source, "member " + name + " uses unsupported compression " + std::to_string(m.method));
+    m.csize = csize;
+    m.usize = usize;
+    members.push_back(std::move(m));
+  }
+  // The members of a zip file hold disjoint bytes. Entries that share one member's data would each pass the ratio
+  // check above and together ask for any amount of memory (an 82 KB file with one deflated member and many entries
+  // pointing at it asked for 19 GB): with disjoint data, the sum of the compressed sizes is at most the file's and
+  // the total to allocate at most 1032 times the file.
+  std::vector<const Member*> by_offset;
+  for (const Member& m : members) by_offset.push_back(&m);
+  std::sort(by_offset.begin(), by_offset.end(), [](const Member* a, const Member* b) { return a->data < b->data; });
+  for (std::size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->data < by_offset[i - 1]->data + by_offset[i - 1]->csize ||
+        (by_offset[i - 1]->csize == 0 && by_offset[i]->data == by_offset[i - 1]->data))
+      bad(source, "members " + by_offset[i - 1]->name + " and " + by_offset[i]->name +
+                      " share their data (a zip file's members are disjoint)");
+
+  // Pass 2: read each member. The totals are bounded (above), but a machine may still lack the memory for a real
+  // file: that is an Error too, not a std::bad_alloc out of the parser.
+  std::map<std::string, NpyArray> out;
+  std::uint64_t total = 0;
+  for (const Member& m : members) total += m.usize;
+  const Member* current = nullptr;
+  try {
+    for (const Member& m : members) {
+      current = &m;
+      const std::string& name = m.name;
+      std::vector<std::uint8_t> body;
+      const std::uint8_t* in = z.data() + static_cast<std::size_t>(m.data);
+      if (m.method == 0) {
+        body.assign(in, in + m.csize);
+      } else {
+        body.resize(static_cast<std::size_t>(m.usize));
+        z_stream s{};
+        if (inflateInit2(&s, -MAX_WBITS) != Z_OK) bad(source, "inflate init");
+        s.next_in = const_cast<Bytef*>(in);
+        s.avail_in = static_cast<uInt>(m.csize);
+        s.next_out = body.data();
+        s.avail_out = static_cast<uInt>(body.size());
+        const int rc = inflate(&s, Z_FINISH);
+        const uLong produced = s.total_out;
+        inflateEnd(&s);
+        if (rc != Z_STREAM_END)
+          bad(source, "member " + name + " does not inflate to its " + std::to_string(m.usize) + " bytes");
+        if (produced != m.usize)
+          bad(source,
+              "member " + name + " inflates to " + std::to_string(produced) + " bytes, not " + std::to_string(m.usize));
+      }
+      const auto got = static_cast<std::uint32_t>(crc32(0L, body.data(), static_cast<uInt>(body.size())));
+      if (got != m.crc) bad(source, "member " + name + ": CRC-32 mismatch (corrupt data)");
+      std::string key = name;
+      if (key.size() > 4 && key.compare(key.size() - 4, 4, ".npy") == 0) key.resize(key.size() - 4);
+      out[key] = parse_npy(body.data(), body.size(), source + ":" + name);
     }
-    const auto got = static_cast<std::uint32_t>(crc32(0L, body.data(), static_cast<uInt>(body.size())));
-    if (got != crc) bad(source, "member " + name + ": CRC-32 mismatch (corrupt data)");
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
-    out[name] = parse_npy(body.data(), body.size(), source + ":" + name);
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::TooLarge, source + ": not enough memory for its " + std::to_string(total) +
+                                         " bytes of arrays (member " + current->name + ")");
   }
   return out;
 }

@@ -1,11 +1,14 @@
-// The int8 plan's conv1a kernel (src/backend/onednn/conv1a_u8.hpp): the AVX-512 kernel gives the scalar reference's
-// bytes on random and awkward shapes, the reference is the documented arithmetic (checked in double precision), and
-// any split of the rows gives the same output.
+// The int8 plan's conv1a kernel (src/backend/onednn/conv1a_u8.hpp): the AVX-512 and AVX2 kernels give the scalar
+// reference's bytes on random and awkward shapes (each where the CPU, after the SUPERPOINT_RT_ISA cap, has it), the
+// reference is the documented arithmetic (checked in double precision), and any split of the rows gives the same
+// output.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <iostream>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/onednn/conv1a_u8.hpp"
@@ -46,7 +49,16 @@ std::vector<std::uint8_t> run(const Layer& l, d::Conv1aU8Row row, const std::vec
 }
 
 const std::vector<Case> kCases = {{1, 1, 16, 1},  {1, 17, 16, 2},  {3, 5, 32, 3},   {7, 33, 64, 4}, {2, 2, 48, 5},
-                                  {16, 1, 64, 6}, {31, 29, 64, 7}, {60, 80, 64, 8}, {5, 7, 3, 9},   {96, 640, 64, 10}};
+                                  {16, 1, 64, 6}, {31, 29, 64, 7}, {60, 80, 64, 8}, {5, 7, 3, 9},   {96, 640, 64, 10},
+                                  {4, 9, 8, 11},  {9, 3, 24, 12},  {2, 641, 40, 13}};
+
+// The fast kernels this CPU runs and the channel multiple each needs.
+std::vector<std::pair<d::Conv1aU8Row, int>> fast_kernels() {
+  std::vector<std::pair<d::Conv1aU8Row, int>> k;
+  if (superpoint_rt::util::cpu_features().avx512()) k.emplace_back(d::conv1a_u8_row_avx512, 16);
+  if (superpoint_rt::util::cpu_features().avx2_fma()) k.emplace_back(d::conv1a_u8_row_avx2, 8);
+  return k;
+}
 
 TEST(Conv1aU8, ReferenceIsTheDocumentedArithmetic) {
   for (const auto& c : kCases) {
@@ -78,8 +90,9 @@ TEST(Conv1aU8, ReferenceIsTheDocumentedArithmetic) {
   }
 }
 
-TEST(Conv1aU8, Avx512MatchesTheReferenceAndRowSplitsDoNotMatter) {
-  const bool avx512 = superpoint_rt::util::cpu_features().avx512();
+TEST(Conv1aU8, FastKernelsMatchTheReferenceAndRowSplitsDoNotMatter) {
+  const auto kernels = fast_kernels();
+  std::cout << kernels.size() << " fast kernel(s) on this CPU\n";
   for (const auto& c : kCases) {
     const auto in = sprt_test::random_plane(c.h, c.w, c.seed + 100);
     for (const float scale : {1.f, 40.f, 300.f}) {
@@ -87,10 +100,12 @@ TEST(Conv1aU8, Avx512MatchesTheReferenceAndRowSplitsDoNotMatter) {
       const auto ref = run(l, d::conv1a_u8_row_reference, in, c.h, c.w, {0, c.h});
       // Rows in uneven bands (as threads split them) give the same bytes.
       EXPECT_EQ(run(l, d::conv1a_u8_row_reference, in, c.h, c.w, {0, c.h / 3, c.h / 2, c.h}), ref);
-      if (!avx512 || c.channels % 16 != 0) continue;  // the kernel's precondition (the plan checks it too)
-      EXPECT_EQ(run(l, d::conv1a_u8_row_avx512, in, c.h, c.w, {0, c.h}), ref)
-          << c.h << "x" << c.w << "x" << c.channels << " scale " << scale;
-      EXPECT_EQ(run(l, d::conv1a_u8_row_avx512, in, c.h, c.w, {0, 1, c.h / 2, c.h}), ref);
+      for (const auto& [row, multiple] : kernels) {
+        if (c.channels % multiple != 0) continue;  // the kernel's precondition (the plan checks it too)
+        EXPECT_EQ(run(l, row, in, c.h, c.w, {0, c.h}), ref)
+            << c.h << "x" << c.w << "x" << c.channels << " scale " << scale << " multiple " << multiple;
+        EXPECT_EQ(run(l, row, in, c.h, c.w, {0, 1, c.h / 2, c.h}), ref);
+      }
     }
   }
 }
@@ -106,7 +121,7 @@ TEST(Conv1aU8, RoundsHalfToEven) {
   std::vector<float> scratch(d::conv1a_u8_scratch_floats(1));
   const std::uint8_t want[16] = {0, 2, 2, 4, 254, 254, 0, 1, 100, 102, 8, 8, 255, 255, 0, 0};
   std::vector<d::Conv1aU8Row> rows{d::conv1a_u8_row_reference};
-  if (superpoint_rt::util::cpu_features().avx512()) rows.push_back(d::conv1a_u8_row_avx512);
+  for (const auto& [row, multiple] : fast_kernels()) rows.push_back(row);
   for (const auto row : rows) {
     std::vector<std::uint8_t> out(16);
     d::conv1a_u8_rows(k, row, in.data(), 1, 1, 0, 1, out.data(), scratch.data());

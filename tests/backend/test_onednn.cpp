@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include "backend/backend.hpp"
 #include "backend/onednn/onednn_backend.hpp"
 #include "common/test_util.hpp"
@@ -23,6 +21,10 @@ namespace sp = superpoint_rt;
 namespace be = superpoint_rt::backend;
 
 namespace {
+
+// SPEC §2 "Fidelity": the bounds every CPU must meet against the PyTorch goldens.
+constexpr double kSpecScoreTol = 1e-5;
+constexpr double kSpecDescTol = 1e-4;
 
 const sp::model::Weights& real_weights() {
   static const sp::model::Weights w = sp::model::load_weights_dir(sprt_test::weights_dir());
@@ -242,16 +244,12 @@ TEST(OneDnnBackend, GoldenFidelity) {
     const auto e = compare_golden(*ex, name);
     std::cout << name << ": max |logit err| " << e.logits << "  max |score err| " << e.score
               << "  max |descriptor err| " << e.desc << "\n";
-    // The downstream rule (SPEC fidelity) is scores within 1e-5 and descriptors within 1e-4. On AVX-512 (the
-    // Winograd plan) the backend keeps a wide margin: 2e-6 / 2e-5 (measured 1.74e-6 / 6.9e-7; the golden itself is
-    // 1.68e-6 away from a float64 evaluation). oneDNN's AVX2 / SSE4.1 direct kernels round differently (measured
-    // 4.8e-6 vs the golden, 4.0e-6 vs float64), so there only the SPEC limits apply.
-    const bool avx512 = dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core ||
-                        dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_vnni ||
-                        dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_bf16 ||
-                        dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx;
-    EXPECT_LT(e.score, avx512 ? 2e-6 : 1e-5) << name;
-    EXPECT_LT(e.desc, avx512 ? 2e-5 : 1e-4) << name;
+    // SPEC §2 "Fidelity": scores within 1e-5 absolute, descriptors within 1e-4 per component, whatever the CPU.
+    // The margin under these bounds depends on the kernels oneDNN picks (Winograd on AVX-512: 1.74e-6 on one Zen 4,
+    // 2.21e-6 / 2.29e-6 on a Zen 5; AVX2 / SSE4.1 direct: 4.8e-6), so no tighter bound fitted to one CPU's rounding
+    // is asserted here. ctest runs this test again with the narrower ISAs forced (tests/CMakeLists.txt).
+    EXPECT_LT(e.score, kSpecScoreTol) << name;
+    EXPECT_LT(e.desc, kSpecDescTol) << name;
     EXPECT_LT(e.logits, 1e-3) << name;
   }
 }

@@ -1,11 +1,14 @@
-// oneDNN backend precision modes: the precision names, bf16's CPU requirement, bf16 determinism (repeated runs,
-// plans and thread counts give the same bits) and bf16 fidelity against the fp32 path (golden image, awkward
-// frames). On a CPU without avx512_bf16 (or under SUPERPOINT_RT_ISA=avx2|scalar) the bf16 tests assert the
-// InvalidArgument instead of the numbers.
+// oneDNN backend precision modes: the precision names, their CPU requirements, the per-layer plans (default and
+// SUPERPOINT_RT_LAYER_PRECISION), determinism of every plan (repeated runs, plans and thread counts give the same
+// bits) and fidelity against the fp32 path (golden image, awkward frames). On a CPU without avx512_bf16 (or under
+// SUPERPOINT_RT_ISA=avx2|scalar) the bf16 tests assert the InvalidArgument instead of the numbers, and so do the
+// int8 tests without AVX2 + FMA; ctest also runs these tests under SUPERPOINT_RT_ISA=avx2 (test_backend_isa_avx2),
+// the AVX2-only int8 path.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -61,8 +64,15 @@ std::unique_ptr<be::Backend> bf16_backend(int threads) {
 }
 
 std::unique_ptr<be::Backend> int8_backend(int threads, std::vector<be::CalibrationPlane> calibration = {}) {
-  return mode_backend("int8", threads, sp::util::cpu_features().avx512(), "AVX-512", std::move(calibration));
+  return mode_backend("int8", threads, sp::util::cpu_features().avx2_fma(), "AVX2", std::move(calibration));
 }
+
+// Sets an environment variable for the lifetime of the object (the backend reads it when it is created).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
 
 struct Outputs {
   std::vector<float> logits, desc;
@@ -118,7 +128,7 @@ Fidelity compare(const Outputs& a, const Outputs& ref, std::size_t cells) {
 TEST(Precision, NamesAndRefusals) {
   EXPECT_EQ(be::onednn::parse_precision("fp32"), be::onednn::Precision::Fp32);
   EXPECT_STREQ(be::onednn::to_string(be::onednn::Precision::Bf16), "bf16");
-  if (sp::util::cpu_features().avx512()) {
+  if (sp::util::cpu_features().avx2_fma()) {
     EXPECT_EQ(be::onednn::parse_precision("int8"), be::onednn::Precision::Int8);
   } else {
     EXPECT_THROW(be::onednn::parse_precision("int8"), sp::Error);
@@ -134,6 +144,48 @@ TEST(Precision, NamesAndRefusals) {
   }
 }
 
+// The plan description's entry of one layer: "conv1b:f32:winograd(jit:...)".
+std::string layer_entry(const std::string& d, const std::string& label) {
+  const auto at = d.find(label + ":");
+  EXPECT_NE(at, std::string::npos) << label << " missing from " << d;
+  return at == std::string::npos ? "" : d.substr(at, d.find(' ', at) - at);
+}
+
+TEST(Precision, LayerPlansAndTheirOverride) {
+  using be::onednn::LayerType;
+  using be::onednn::Precision;
+  const auto fp32 = be::onednn::default_layer_plan(Precision::Fp32);
+  EXPECT_EQ(fp32.size(), 12u);
+  for (const auto& [l, t] : fp32) EXPECT_EQ(t, LayerType::F32) << l;
+  const auto bf16 = be::onednn::default_layer_plan(Precision::Bf16);
+  for (const char* l : {"conv1a", "conv1b", "conv2a", "conv2b"}) EXPECT_EQ(bf16.at(l), LayerType::F32) << l;
+  for (const char* l : {"conv3a", "conv4b", "score_a", "descriptor_b"}) EXPECT_EQ(bf16.at(l), LayerType::Bf16) << l;
+  const auto int8 = be::onednn::default_layer_plan(Precision::Int8);
+  EXPECT_EQ(int8.at("conv1a"), LayerType::F32);
+  // conv1b and conv2a in bf16 where the CPU has bf16 kernels, else int8 like every later layer.
+  const LayerType early = sp::util::cpu_features().avx512_bf16 ? LayerType::Bf16 : LayerType::Int8;
+  EXPECT_EQ(int8.at("conv1b"), early);
+  EXPECT_EQ(int8.at("conv2a"), early);
+  for (const char* l : {"conv2b", "conv3a", "conv4b", "score_a", "score_b", "descriptor_b"})
+    EXPECT_EQ(int8.at(l), LayerType::Int8) << l;
+  // The override applies in order; conv1a stays f32 whatever it says.
+  const auto o = be::onednn::layer_plan(Precision::Int8, "*=bf16,conv2b=int8,conv1a=int8");
+  EXPECT_EQ(o.at("conv1b"), LayerType::Bf16);
+  EXPECT_EQ(o.at("conv2b"), LayerType::Int8);
+  EXPECT_EQ(o.at("conv1a"), LayerType::F32);
+  EXPECT_EQ(be::onednn::layer_plan(Precision::Int8, ""), int8);
+  for (const char* bad : {"conv9=f32", "conv1b=fp16", "conv1b"}) {
+    try {
+      be::onednn::layer_plan(Precision::Int8, bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const sp::Error& e) {
+      EXPECT_EQ(e.kind(), sp::ErrorKind::InvalidArgument);
+      const std::string b = bad;
+      EXPECT_NE(std::string(e.what()).find(b.substr(0, b.find('='))), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Precision, Bf16PlanUsesBf16KernelsAndNoReferenceKernel) {
   auto b = bf16_backend(1);
   if (!b) return;
@@ -142,10 +194,15 @@ TEST(Precision, Bf16PlanUsesBf16KernelsAndNoReferenceKernel) {
   const std::string d = ex->plan_description();
   std::cout << "bf16 plan: " << d << "\n";
   EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
-  EXPECT_EQ(d.find("wino"), std::string::npos) << d;  // no bf16 Winograd in oneDNN 2.6: all direct
-  const std::string conv1b = d.substr(d.find("conv1b:"), d.find(' ', d.find("conv1b:")) - d.find("conv1b:"));
-  EXPECT_NE(conv1b.find("bf16"), std::string::npos) << d;  // a bf16 kernel (avx512_core_bf16 or amx)
-  EXPECT_NE(d.find("descriptor_b:"), std::string::npos) << d;
+  // conv1b..conv2b stay f32 (Winograd where the ISA has it); the rest run bf16 kernels (avx512_core_bf16 or amx),
+  // direct: oneDNN 2.6 has no bf16 Winograd.
+  EXPECT_NE(layer_entry(d, "conv1b").find("conv1b:f32:"), std::string::npos) << d;
+  EXPECT_NE(layer_entry(d, "conv2b").find("conv2b:f32:"), std::string::npos) << d;
+  for (const char* l : {"conv3a", "conv4b", "score_a", "descriptor_b"}) {
+    const std::string e = layer_entry(d, l);
+    EXPECT_NE(e.find(":bf16:direct("), std::string::npos) << d;
+    EXPECT_NE(e.find("bf16"), std::string::npos) << d;
+  }
 }
 
 void check_bit_identical(const std::function<std::unique_ptr<be::Backend>(int)>& make) {
@@ -183,6 +240,15 @@ TEST(Precision, Bf16IsBitIdenticalAcrossRunsPlansAndThreadCounts) {
 
 TEST(Precision, Int8IsBitIdenticalAcrossRunsPlansAndThreadCounts) {
   // A small calibration plane keeps the test short (the default calibration runs three 640x480 fp32 forwards).
+  check_bit_identical([](int t) { return int8_backend(t, {{64, 96, sprt_test::random_plane(64, 96, 4)}}); });
+}
+
+TEST(Precision, MixedInt8PlansAreBitIdenticalAcrossRunsPlansAndThreadCounts) {
+  // int8 layers beside bf16 or f32 ones: every conversion between them (bf16 -> u8 reorders, u8 -> bf16 or f32
+  // outputs) is deterministic too. bf16 layers only where the CPU has them.
+  const bool bf16 = sp::util::cpu_features().avx512_bf16;
+  const ScopedEnv plan("SUPERPOINT_RT_LAYER_PRECISION",
+                       bf16 ? "conv1b=bf16,conv2a=bf16,conv4a=f32,score_a=bf16" : "conv1b=f32,conv4a=f32");
   check_bit_identical([](int t) { return int8_backend(t, {{64, 96, sprt_test::random_plane(64, 96, 4)}}); });
 }
 
@@ -239,9 +305,44 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   std::cout << "int8 plan: " << d << "\n";
   EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
   EXPECT_EQ(d.find("wino"), std::string::npos) << d;
-  // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp), which conv1b reads as it is.
-  EXPECT_NE(d.find("conv1a:direct_u8(avx512)"), std::string::npos) << d;
+  for (const char* l : {"conv2b", "conv3a", "conv4b", "score_a", "descriptor_b"})
+    EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
+  if (sp::util::cpu_features().avx512_bf16) {
+    // conv1b and conv2a run bf16 kernels; conv2b quantises conv2a's bf16 output in its input reorder.
+    EXPECT_NE(layer_entry(d, "conv1b").find(":bf16:direct("), std::string::npos) << d;
+    EXPECT_NE(layer_entry(d, "conv2a").find(":bf16:direct("), std::string::npos) << d;
+    EXPECT_NE(d.find("conv2b_in:reorder"), std::string::npos) << d;
+    return;
+  }
+  // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the CPU's kernel), which conv1b
+  // reads as it is.
+  const bool avx512 = sp::util::cpu_features().avx512();
+  EXPECT_NE(d.find(avx512 ? "conv1a:f32:direct_u8(avx512)" : "conv1a:f32:direct_u8(avx2)"), std::string::npos) << d;
   EXPECT_EQ(d.find("reorder"), std::string::npos) << d;
+  EXPECT_NE(layer_entry(d, "conv1b").find(":int8:direct("), std::string::npos) << d;
+}
+
+TEST(Precision, Int8CalibrationPercentile) {
+  // The default calibration takes the 99.99th percentile of each layer's activations; "max" (the largest value)
+  // gives other scales and so other bits, and a bad value is refused by name.
+  const std::vector<be::CalibrationPlane> c{{64, 96, sprt_test::random_plane(64, 96, 4)}};
+  auto def = int8_backend(1, c);
+  if (!def) return;
+  const auto plane = sprt_test::random_plane(64, 96, 8);
+  const Outputs od = run_once(*def, plane, 64, 96);
+  Outputs om;
+  {
+    const ScopedEnv clip("SUPERPOINT_RT_INT8_CLIP", "max");
+    om = run_once(*int8_backend(1, c), plane, 64, 96);
+  }
+  EXPECT_NE(0, std::memcmp(od.logits.data(), om.logits.data(), od.logits.size() * sizeof(float)));
+  {
+    const ScopedEnv clip("SUPERPOINT_RT_INT8_CLIP", "p99.99");  // the default, spelled out
+    const Outputs o = run_once(*int8_backend(1, c), plane, 64, 96);
+    EXPECT_EQ(0, std::memcmp(od.logits.data(), o.logits.data(), od.logits.size() * sizeof(float)));
+  }
+  const ScopedEnv bad("SUPERPOINT_RT_INT8_CLIP", "p101");
+  EXPECT_THROW(int8_backend(1, c), sp::Error);
 }
 
 TEST(Precision, Int8CalibrationFromUserPlanes) {

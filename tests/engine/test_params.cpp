@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "common/test_util.hpp"
 #include "superpoint_rt/params.hpp"
@@ -100,7 +102,9 @@ TEST(Params, BadValuesAndContradictionsAreNamedErrors) {
     EXPECT_NE(std::string(e.what()).find("contradict"), std::string::npos) << e.what();
   }
   Params r;
-  r.resize = "8x8";  // below the 16-pixel minimum side
+  r.resize = "4x8";  // below the 8-pixel minimum side
+  EXPECT_EQ(kind_of([&] { r.validate(); }), ErrorKind::InvalidArgument);
+  r.resize = "8193x100";  // a side outside the parameter's range
   EXPECT_EQ(kind_of([&] { r.validate(); }), ErrorKind::InvalidArgument);
   Params s;
   s.preset = "lightglue";
@@ -109,7 +113,92 @@ TEST(Params, BadValuesAndContradictionsAreNamedErrors) {
   Params t;
   t.resize = "none";
   EXPECT_EQ(kind_of([&] { (void)resolve(t).network_frame(9000, 100, "big"); }), ErrorKind::TooLarge);
-  EXPECT_EQ(kind_of([&] { (void)resolve(t).network_frame(10, 100, "small"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { (void)resolve(t).network_frame(5, 100, "small"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(resolve(t).network_frame(8, 100, "one cell"), std::make_pair(8, 100));
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// docs/LIMITS.md: a frame over the limit is TooLarge (HTTP 413), also when an explicit resize asks for it.
+TEST(Params, ExplicitResizeOverTheFrameLimitIsTooLarge) {
+  Params p;
+  p.resize = "8192x8192";
+  EXPECT_EQ(kind_of([&] { p.validate(); }), ErrorKind::TooLarge);
+  EXPECT_NE(message_of([&] { p.validate(); }).find("16777216"), std::string::npos) << message_of([&] { p.validate(); });
+  p.resize = "4096x4096";  // the network's own limit: fine for the library's default max_frame_pixels
+  EXPECT_NO_THROW(p.validate());
+  // Options::max_frame_pixels (the server's 1600 x 1600): TooLarge naming the limit and the parameter.
+  const std::string m = message_of([&] { (void)resolve(p).network_frame(1, 1, "img.png", 2560000); });
+  EXPECT_EQ(kind_of([&] { (void)resolve(p).network_frame(1, 1, "img.png", 2560000); }), ErrorKind::TooLarge);
+  for (const char* word : {"img.png", "resize = 4096x4096", "16777216", "2560000", "max_frame_pixels"})
+    EXPECT_NE(m.find(word), std::string::npos) << word << " not in: " << m;
+  EXPECT_EQ(m.find("(1x1)"), std::string::npos) << "a fixed frame's message shows no image size: " << m;
+  Params none;
+  none.resize = "none";
+  const std::string n = message_of([&] { (void)resolve(none).network_frame(2000, 1500, "big.jpg", 2560000); });
+  EXPECT_NE(n.find("big.jpg (2000x1500): resize = none"), std::string::npos) << n;
+  EXPECT_EQ(resolve(none).network_frame(1600, 1600, "x", 2560000), std::make_pair(1600, 1600));
+  EXPECT_EQ(largest_preset_frame_pixels(), 1600 * 1600);
+}
+
+// Panoramas hloc and LightGlue take (issue 19 §3): any source side; a frame too thin for the network is refused
+// naming the user's parameter, never an internal function.
+TEST(Params, WideAndTallImagesGetTheToolsFrames) {
+  for (const char* preset : {"hloc:superpoint_aachen", "hloc:superpoint_max", "hloc:superpoint_inloc", "lightglue"}) {
+    Params p;
+    p.preset = preset;
+    const ResolvedParams r = resolve(p);
+    const int n = r.resize_max;
+    const std::pair<int, int> wide = r.network_frame(17000, 300, "pano.jpg");
+    EXPECT_EQ(wide.first, n) << preset;
+    EXPECT_EQ(wide.second, static_cast<int>(300.0 * n / 17000 + (preset[0] == 'h' ? 0.5 : 0.0))) << preset;
+    const std::pair<int, int> tall = r.network_frame(300, 17000, "pano.jpg");
+    EXPECT_EQ(tall, std::make_pair(wide.second, wide.first)) << preset;
+    const std::string m = message_of([&] { (void)r.network_frame(40000, 100, "thin.jpg"); });
+    EXPECT_EQ(kind_of([&] { (void)r.network_frame(40000, 100, "thin.jpg"); }), ErrorKind::InvalidArgument) << m;
+    for (const char* word : {"thin.jpg (40000x100)", "resize_max = ", "minimum of 8"})
+      EXPECT_NE(m.find(word), std::string::npos) << word << " not in: " << m;
+    for (const char* internal : {"hloc_resize_size", "kornia_long_side_size", "cv2_resize"})
+      EXPECT_EQ(m.find(internal), std::string::npos) << m;
+  }
+}
+
+// Text values are parsed as decimal numbers only (std::from_chars), and quoted whole in messages.
+TEST(Params, TextFloatsAreDecimalAndMessagesShowEveryByte) {
+  Params p;
+  EXPECT_EQ(kind_of([&] { set_param_text(p, "keypoint_threshold", "0x1p-3"); }), ErrorKind::InvalidArgument);
+  EXPECT_FALSE(p.keypoint_threshold.has_value());
+  for (const char* bad : {" 0.5", "+0.5", "0.5 ", "0,5", "0x10", "1e", ""})
+    EXPECT_EQ(kind_of([&] { set_param_text(p, "keypoint_threshold", bad); }), ErrorKind::InvalidArgument) << bad;
+  set_param_text(p, "keypoint_threshold", "5e-3");
+  EXPECT_EQ(*p.keypoint_threshold, 0.005f);
+  set_param_text(p, "keypoint_threshold", "1e-300");  // under float's range: its nearest float, 0
+  EXPECT_EQ(*p.keypoint_threshold, 0.0f);
+  set_param_text(p, "keypoint_threshold", "1e-400");  // under double's range too: 0, as Python's float()
+  EXPECT_EQ(*p.keypoint_threshold, 0.0f);
+  set_param_text(p, "keypoint_threshold", "0.00000000000000000000000000000000000000000000000000000000001");
+  EXPECT_EQ(*p.keypoint_threshold, 0.0f);
+  for (const char* over : {"1e300", "1e400", "1.0000001", "-1e-3"})
+    EXPECT_EQ(kind_of([&] { set_param_text(p, "keypoint_threshold", over); }), ErrorKind::InvalidArgument) << over;
+  set_param_text(p, "keypoint_threshold", "1.00000000000000000001");  // the nearest double is 1
+  EXPECT_EQ(*p.keypoint_threshold, 1.0f);
+  // A NUL in a value (a query's %00) does not end the message: what() shows it as \x00 and the rest follows.
+  const std::string nul("7\0tail", 6);
+  for (const char* name : {"max_keypoints", "keypoint_threshold", "preset", "grayscale"}) {
+    const std::string m = message_of([&] { set_param_text(p, name, nul); });
+    EXPECT_NE(m.find("7\\x00tail' is not"), std::string::npos) << name << ": " << m;
+  }
+  Params q;
+  q.resize = std::string("64x\0", 4);
+  EXPECT_NE(message_of([&] { q.validate(); }).find("64x\\x00' is not WxH"), std::string::npos)
+      << message_of([&] { q.validate(); });
 }
 
 TEST(Params, TextAndTypedSettersShareTheTable) {

@@ -244,6 +244,69 @@ TEST(Npz, CorruptZipFieldsAreErrorsNamingTheField) {
   EXPECT_NE(npz_error(Bytes(100, 0)).find("end-of-central-directory"), std::string::npos);
 }
 
+// Issue 19 §4: many central-directory entries pointing at one deflated member each pass the per-member ratio check;
+// together they asked for any amount of memory (an 82 KB file for 19 GB, ending in std::bad_alloc). Members of a zip
+// file hold disjoint bytes: entries that share a member's data are refused before anything is allocated.
+TEST(Npz, EntriesSharingOneMemberAreRefused) {
+  // One deflated member: 1 MiB of float zeros (about 1 KB deflated).
+  const Bytes npy = util::npy_bytes(NpyArray::from_float(std::vector<float>(1 << 18, 0.f), {1 << 18}));
+  Bytes deflated(compressBound(static_cast<uLong>(npy.size())) + 64);
+  z_stream s{};
+  ASSERT_EQ(deflateInit2(&s, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  s.next_in = const_cast<Bytef*>(npy.data());
+  s.avail_in = static_cast<uInt>(npy.size());
+  s.next_out = deflated.data();
+  s.avail_out = static_cast<uInt>(deflated.size());
+  ASSERT_EQ(deflate(&s, Z_FINISH), Z_STREAM_END);
+  deflated.resize(s.total_out);
+  deflateEnd(&s);
+  const auto crc = static_cast<std::uint32_t>(crc32(0L, npy.data(), static_cast<uInt>(npy.size())));
+  const Zip z = one_member();  // its records as templates: local header, central entry, end record ("a.npy")
+  auto build = [&](int entries) {
+    Bytes b;
+    append(b, z.bytes, 0, 30 + 5);
+    put16(b, 8, 8);
+    put32(b, 14, crc);
+    put32(b, 18, static_cast<std::uint32_t>(deflated.size()));
+    put32(b, 22, static_cast<std::uint32_t>(npy.size()));
+    append(b, deflated, 0, deflated.size());
+    const std::size_t cd = b.size();
+    for (int e = 0; e < entries; ++e) {  // each entry names another array, all at the member of offset 0
+      const std::size_t at = b.size();
+      append(b, z.bytes, z.central, z.central + 46 + 5);
+      put16(b, at + 10, 8);
+      put32(b, at + 16, crc);
+      put32(b, at + 20, static_cast<std::uint32_t>(deflated.size()));
+      put32(b, at + 24, static_cast<std::uint32_t>(npy.size()));
+      b[at + 46] = static_cast<std::uint8_t>('a' + e);
+    }
+    const std::size_t eocd = b.size();
+    append(b, z.bytes, z.eocd, z.bytes.size());
+    put16(b, eocd + 8, static_cast<std::uint16_t>(entries));
+    put16(b, eocd + 10, static_cast<std::uint16_t>(entries));
+    put32(b, eocd + 12, static_cast<std::uint32_t>(eocd - cd));
+    put32(b, eocd + 16, static_cast<std::uint32_t>(cd));
+    return b;
+  };
+  const Bytes one = build(1);
+  ASSERT_EQ(util::parse_npz(one, "one.npz").at("a").size(), 1 << 18);  // the member itself is fine
+  const Bytes many = build(20);                                        // 20 MiB asked for by a file of about 2 KB
+  ASSERT_LT(many.size(), 4096u);
+  EXPECT_NE(npz_error(many).find("share their data"), std::string::npos) << npz_error(many);
+  // Stored members likewise: two entries for one stored member.
+  Zip twice = one_member();
+  Bytes b;
+  append(b, twice.bytes, 0, twice.eocd);
+  append(b, twice.bytes, twice.central, twice.eocd);
+  b[b.size() - 5] = 'b';
+  const std::size_t eocd = b.size();
+  append(b, twice.bytes, twice.eocd, twice.bytes.size());
+  put16(b, eocd + 8, 2);
+  put16(b, eocd + 10, 2);
+  put32(b, eocd + 12, static_cast<std::uint32_t>(eocd - twice.central));
+  EXPECT_NE(npz_error(b).find("share their data"), std::string::npos) << npz_error(b);
+}
+
 TEST(Npz, ArraysWhoseBytesDoNotMatchTheirShapeAreNotRead) {
   const float v[2] = {1.f, 2.f};
   const NpyArray short_data = NpyArray::from_bytes("f4", v, sizeof v, {3});  // 8 bytes, 3 elements

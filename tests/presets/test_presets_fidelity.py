@@ -28,7 +28,6 @@ import pathlib
 import struct
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -118,6 +117,46 @@ def test_preset_fidelity(preset, outputs):
         assert orders == {"raster", "score"}, "the subset must exercise both of hloc's orders"
 
 
+def panoramas(folder: pathlib.Path) -> list[pathlib.Path]:
+    """A 17000 x 450 JPEG made of strips of the shared photos (7.7 MP: well inside max_pixels, wider than 16384; at
+    450 rows its 1024 x 27 frame has keypoints, where a 300-row one's 1024 x 18 frame has none above the threshold)
+    and its 450 x 17000 transpose."""
+    from PIL import Image
+
+    names = [p for p in FID.all_images() if p.suffix.lower() == ".jpg"]
+    wide = Image.new("RGB", (17000, 450))
+    x, i = 0, 0
+    while x < wide.width:
+        im = Image.open(names[i % len(names)]).convert("RGB")
+        strip = im.resize((max(1, im.width * wide.height // im.height), wide.height))
+        wide.paste(strip, (x, 0))
+        x += strip.width
+        i += 1
+    out = [folder / "pano_17000x450.jpg", folder / "pano_450x17000.jpg"]
+    wide.save(out[0], quality=90)
+    wide.transpose(Image.Transpose.ROTATE_90).save(out[1], quality=90)
+    return out
+
+
+@pytest.mark.parametrize("preset", list(R.PRESETS))
+def test_wide_and_tall_images(preset, net, tmp_path):
+    """Issue 19 §3: panoramas that hloc and LightGlue take (a side over 16384, once refused by a limit on the source
+    side of the float resizes) give the reference's frame (1024 x 27, 1600 x 42 for _max / _inloc), network input and
+    output under the same fidelity rule."""
+    imgs = panoramas(tmp_path)
+    out = tmp_path / "ours"
+    FID.run_cli(cli(), imgs, preset, out)
+    n = R.PRESETS[preset].resize_max
+    short = 27 if n == 1024 else 42  # round (hloc) / int (kornia) of 450 * n / 17000
+    for img, frame in zip(imgs, [(short, n), (n, short)]):
+        ref = R.run_image(net, img, preset)
+        assert ref["plane"].shape == frame, (img.name, ref["plane"].shape)
+        check_plane(preset, img, ref)
+        c = FID.compare(ref, FID.load_ours(out, img), preset)
+        assert not c["bad"], f"{preset} {img.name}: {c['bad']}"
+        assert c["n_ref"] > 10, f"{img.name}: only {c['n_ref']} reference keypoints, a weak test image"
+
+
 def test_presets_differ(outputs):
     """The presets really run different request paths: frames and point counts differ between them."""
     by_preset = {p: {img.name: ref for img, ref, _ in outputs(p)} for p in ("hloc:superpoint_aachen", "lightglue")}
@@ -182,34 +221,40 @@ def test_checks_fail_on_perturbed_outputs(outputs):
     assert any("cosine" in b for b in FID.compare(ref, o, "lightglue")["bad"])
 
 
-@pytest.mark.parametrize("preset", list(R.PRESETS))
-def test_network_input_plane(preset, outputs):
+def check_plane(preset, img, ref):
     """The reference's network input against our float resize of the same decoded pixels (our CLI cannot dump the
-    plane the engine feeds the network, so this checks the resize kernel the preset selects)."""
+    plane the engine feeds the network, so this checks the resize kernel the preset selects); skipped when the Python
+    module (superpoint_rt._core._resize_float) is not built."""
     try:
         from superpoint_rt import _core
     except ImportError as e:
         pytest.skip(f"superpoint_rt Python module not built ({e}): the network-input comparison needs "
                     "superpoint_rt._core._resize_float")
     p = R.PRESETS[preset]
-    for img, ref, _ in outputs(preset):
-        h, w = ref["plane"].shape
-        if p.kind == "hloc":
-            gray = cv2.imread(str(img), R.imread_flags(cv2.IMREAD_GRAYSCALE, p.exif_orientation)).astype(np.float32)
-            if gray.shape == (h, w):
-                ours = gray / 255.0
-            else:
-                kind = "cv2_linear" if (gray.shape[1] < w or gray.shape[0] < h) else "cv2_area"
-                ours = _core._resize_float(np.ascontiguousarray(gray), w, h, kind) / 255.0
-            np.testing.assert_array_equal(ours, ref["plane"], err_msg=f"{preset} {img.name}")
+    h, w = ref["plane"].shape
+    if p.kind == "hloc":
+        gray = cv2.imread(str(img), R.imread_flags(cv2.IMREAD_GRAYSCALE, p.exif_orientation)).astype(np.float32)
+        if gray.shape == (h, w):
+            ours = gray / 255.0
         else:
-            rgb = cv2.imread(str(img), R.imread_flags(cv2.IMREAD_COLOR, p.exif_orientation))[..., ::-1]
-            ch = [np.ascontiguousarray((rgb[..., c] / 255.0).astype(np.float32)) for c in range(3)]
-            if ch[0].shape != (h, w):
-                ch = [_core._resize_float(c, w, h, "kornia_antialias") for c in ch]
-            gray = (np.float32(0.299) * ch[0] + np.float32(0.587) * ch[1]) + np.float32(0.114) * ch[2]
-            err = float(np.abs(gray - ref["plane"]).max())
-            assert err <= 1e-5, f"{preset} {img.name}: network input differs by {err}"
+            kind = "cv2_linear" if (gray.shape[1] < w or gray.shape[0] < h) else "cv2_area"
+            ours = _core._resize_float(np.ascontiguousarray(gray), w, h, kind) / 255.0
+        np.testing.assert_array_equal(ours, ref["plane"], err_msg=f"{preset} {img.name}")
+    else:
+        rgb = cv2.imread(str(img), R.imread_flags(cv2.IMREAD_COLOR, p.exif_orientation))[..., ::-1]
+        ch = [np.ascontiguousarray((rgb[..., c] / 255.0).astype(np.float32)) for c in range(3)]
+        if ch[0].shape != (h, w):
+            ch = [_core._resize_float(c, w, h, "kornia_antialias") for c in ch]
+        gray = (np.float32(0.299) * ch[0] + np.float32(0.587) * ch[1]) + np.float32(0.114) * ch[2]
+        err = float(np.abs(gray - ref["plane"]).max())
+        assert err <= 1e-5, f"{preset} {img.name}: network input differs by {err}"
+
+
+@pytest.mark.parametrize("preset", list(R.PRESETS))
+def test_network_input_plane(preset, outputs):
+    """The reference's network input against our float resize of the same decoded pixels (check_plane)."""
+    for img, ref, _ in outputs(preset):
+        check_plane(preset, img, ref)
 
 
 def _exif_ifd(orientation: int) -> bytes:
@@ -301,7 +346,6 @@ def test_hloc_h5(net, outputs, tmp_path):
     npz = {img.name: (ref, ours) for img, ref, ours in outputs(H5_PRESET)}
     for img in imgs:
         g = img.name
-        ref32 = R.run_image(net, img, H5_PRESET) if g not in npz else npz[g][0]
         for k in ("keypoints", "scores", "descriptors", "image_size"):
             rd, od = ref_d[f"{g}/{k}"], ours_d[f"{g}/{k}"]
             if rd[0] != od[0]:
@@ -314,26 +358,31 @@ def test_hloc_h5(net, outputs, tmp_path):
         if not np.array_equal(ref_d[f"{g}/image_size"][2], ours_d[f"{g}/image_size"][2]):
             errors.append(f"{g}: image_size {ours_d[g + '/image_size'][2]} (hloc {ref_d[g + '/image_size'][2]})")
         kr, ko = ref_d[f"{g}/keypoints"][2], ours_d[f"{g}/keypoints"][2]
-        sr, so = ref_d[f"{g}/scores"][2], ours_d[f"{g}/scores"][2]
-        dr, do = ref_d[f"{g}/descriptors"][2], ours_d[f"{g}/descriptors"][2]
-        # Rows are paired through the float32 comparison of the same image (fidelity.py) when there is one: near-ties
-        # (scores within 1e-5) may change the count or swap places in the top-k order, as the fidelity rule allows.
-        c = FID.compare(npz[g][0], npz[g][1], H5_PRESET) if g in npz else None
-        if c is not None and not c["bad"]:
-            ri, oi = c["pairs"]
-        elif ko.shape != kr.shape or so.shape != sr.shape or do.shape != dr.shape:
-            errors.append(f"{g}: shapes {ko.shape} {so.shape} {do.shape} (hloc {kr.shape} {sr.shape} {dr.shape})")
+        so = ours_d[f"{g}/scores"][2]
+        do = ours_d[f"{g}/descriptors"][2]
+        # Rows are paired by the fidelity rule (FID.compare on the float32 outputs of the same images), whether or
+        # not the counts are equal: a near-tie may drop a point or swap two rows of equal count (score order), and
+        # both are what SPEC allows. The h5 rows are the npz rows (the same engine, deterministic), checked first.
+        if g not in npz:
+            errors.append(f"{g}: not among the npz outputs of {H5_PRESET}, so its rows cannot be paired")
             continue
-        else:
-            ri = oi = np.arange(len(sr))
+        ref_npz, ours_npz = npz[g]
+        c = FID.compare(ref_npz, ours_npz, H5_PRESET)
+        if c["bad"]:
+            errors.append(f"{g}: the float32 outputs fail the fidelity rule: {c['bad']}")
+            continue
+        if not np.array_equal(ko, ours_npz["keypoints"].astype(np.float16)):
+            errors.append(f"{g}: the h5 keypoints are not the npz keypoints in the same order")
+            continue
+        ri, oi = c["pairs"]
         if not np.array_equal(kr[ri], ko[oi]):
             n = int(np.any(kr[ri] != ko[oi], axis=1).sum())
             j = int(np.flatnonzero(np.any(kr[ri] != ko[oi], axis=1))[0])
             errors.append(f"{g}: {n} keypoints differ, e.g. row {j}: {ko[oi][j].tolist()} (hloc {kr[ri][j].tolist()})")
-        if not np.all(_within(so[oi], ref32["scores"][ri], FID.SCORE_TOL)):
+        if not np.all(_within(so[oi], ref_npz["scores"][ri], FID.SCORE_TOL)):
             errors.append(f"{g}: scores beyond 1e-5 (+ float16 rounding)")
-        if not np.all(_within(do[:, oi], ref32["descriptors"][ri].T, FID.DESC_TOL)):
+        if not np.all(_within(do[:, oi], ref_npz["descriptors"][ri].T, FID.DESC_TOL)):
             errors.append(f"{g}: descriptors beyond 1e-4 (+ float16 rounding)")
         # the reference file is hloc's: float16 of the float32 reference
-        assert np.array_equal(kr, ref32["keypoints"].astype(np.float16))
+        assert np.array_equal(kr, ref_npz["keypoints"].astype(np.float16))
     assert not errors, "\n".join(errors)

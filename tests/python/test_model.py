@@ -200,6 +200,17 @@ def test_warmup_and_config(model):
         flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     assert c["cpu_units"].startswith(f"AVX2 {'yes' if 'avx2' in flags else 'no'}, FMA "), c["cpu_units"]
     assert c["fastest_precision"] in ("fp32", "bf16", "int8")
+    # Every precision is reported, fp32 first and exact; what runs here follows the CPU's units.
+    p = {r["precision"]: r for r in c["precisions"]}
+    assert [r["precision"] for r in c["precisions"]] == ["fp32", "bf16", "int8"]
+    assert p["fp32"]["runs"] and p["fp32"]["time_vs_fp32"] == 1.0 and p["fp32"]["quality"].startswith("exact")
+    assert p["bf16"]["runs"] == ("avx512_bf16" in flags)
+    assert p["int8"]["runs"] == ("avx2" in flags and "fma" in flags)
+    for r in c["precisions"]:
+        assert "Jaccard" not in r["quality"] + r["basis"]
+        if r["runs"] and r["precision"] != "fp32":
+            assert r["time_vs_fp32"] > 0 and "F1@2" in r["quality"], r
+    assert p[c["fastest_precision"]]["runs"]
     assert c["device"] == "cpu" and c["precision"] == "fp32" and c["source"] == "local"
     assert c["calibration"] is None  # int8 only
     assert c["warmup_variants"]["nms_radii"] == [] and c["version"] == superpoint_rt.__version__

@@ -57,7 +57,7 @@ def test_lightglue_interop(model):
     ({"preset": "hloc"}, ValueError, "preset"),
     ({"preset": 3}, TypeError, "preset"),
     ({"resize": "640x480", "resize_max": 1024}, ValueError, "contradict"),
-    ({"resize": "12x12"}, ValueError, "too small"),
+    ({"resize": "4x4"}, ValueError, "out of range"),
     ({"interpolation": "cubic"}, ValueError, "interpolation"),
     ({"resize_max": True}, TypeError, "resize_max"),
     ({"preset": "lightglue", "grayscale": False}, ValueError, "grayscale"),
@@ -79,3 +79,27 @@ def test_warmup_names_network_sizes(model):
 def test_native_size_and_resize_none(model):
     out = model(np.zeros((100, 203), np.uint8), resize=None)
     assert out.network_size == (100, 203) and out.scale == (1.0, 1.0)
+
+
+def test_max_frame_pixels_bounds_the_network_frame():
+    from superpoint_rt import SuperPoint
+
+    from conftest import weights_dir
+
+    m = SuperPoint.from_pretrained(weights_dir(), warmup_variants="none", local_files_only=True,
+                                   max_frame_pixels=640 * 480)
+    try:
+        assert m.config["max_frame_pixels"] == 640 * 480
+        img = np.zeros((48, 64), np.uint8)
+        assert m(img).network_size == (480, 640)  # the hf frame itself: at the limit
+        with pytest.raises(ValueError, match=r"resize = 641x480 .*307680 pixels, over the limit of 307200 "
+                                             r"\(max_frame_pixels"):
+            m(img, resize="641x480")
+        with pytest.raises(ValueError, match=r"\(700x500\): resize = none"):
+            m(np.zeros((500, 700), np.uint8), resize=None)
+    finally:
+        m.close()
+    for bad in (63, 4096 * 4096 + 1):
+        with pytest.raises(ValueError, match="max_frame_pixels"):
+            SuperPoint.from_pretrained(weights_dir(), warmup_variants="none", local_files_only=True,
+                                       max_frame_pixels=bad)

@@ -172,6 +172,20 @@ def test_homography_accuracy_counts_failed_estimates_as_wrong():
     assert Q.summarize_pairs(rows)["repeatability"] == 1.0
 
 
+def test_homography_accuracy_over_several_ransac_seeds():
+    # One estimate per seed: every (pair, seed) counts once; a failed estimate among them counts as wrong.
+    f = features(grid_points(), unit_descriptors(len(grid_points())))
+    m = Q.pair_metrics(f, f, np.eye(3), lambda p1, p2: [exact_estimate(p1, p2), translation(3, 4), None])
+    assert m["corner_error"] < 1e-6
+    assert m["corner_errors"][1] == pytest.approx(5.0) and m["corner_errors"][2] == math.inf
+    base = {"repeatability": 1.0, "localization_error": 0.5, "matching_score": 0.5, "mma@1": 1.0, "mma@3": 1.0,
+            "mma@5": 1.0, "matches": 10}
+    rows = [{**base, "corner_error": e[0], "corner_errors": e} for e in ([0.5, 2.0], [4.0, math.inf])]
+    s = Q.summarize_pairs(rows)
+    assert [s["h_acc@1"], s["h_acc@3"], s["h_acc@5"]] == [0.25, 0.5, 0.75]
+    assert s["ransac_seeds"] == 2
+
+
 def test_f1_at_2px_linf_on_hand_made_sets():
     ref = np.array([[100, 100], [200, 100], [300, 100], [400, 100]], np.float64)
     # (2, 2) off: 2.83 px in L2 but 2 in L-inf -> a match; (2.5, 0) off -> not; one point missing.

@@ -136,6 +136,25 @@ TEST(ResizeFloat, SizeHelpers) {
   EXPECT_EQ(im::kornia_long_side_size(1063, 780, 1024), std::make_pair(1024, 751));
   EXPECT_EQ(im::kornia_long_side_size(333, 1001, 1024), std::make_pair(340, 1024));  // int() truncates 340.65
   EXPECT_EQ(im::kornia_long_side_size(1000, 1000, 1024), std::make_pair(1024, 1024));
+  // Panoramas: sides over 16384 are ordinary inputs of both tools (issue 19 §3).
+  EXPECT_EQ(im::hloc_resize_size(17000, 300, 1024), std::make_pair(1024, 18));  // round(18.07)
+  EXPECT_EQ(im::kornia_long_side_size(17000, 300, 1024), std::make_pair(1024, 18));
+  EXPECT_EQ(im::hloc_resize_size(300, 40000, 1600), std::make_pair(12, 1600));
+}
+
+TEST(ResizeFloat, SourcesWiderThan16384) {
+  // A 17000 x 37 plane (and its transpose) to a 1024 x 2 frame: the fast INTER_AREA is its reference bit for bit, and
+  // the linear and kornia paths run (no side limit on the source).
+  im::FloatResizeScratch s;
+  for (const auto& [w, h] : {std::pair{17000, 37}, std::pair{37, 17000}}) {
+    const auto src = random_plane(w, h, w, 5);
+    const int dw = w > h ? 1024 : 2, dh = w > h ? 2 : 1024;
+    const auto fast = run(im::cv2_resize_area, src, w, h, w, dw, dh, dw, s);
+    const auto ref = run(im::cv2_resize_area_reference, src, w, h, w, dw, dh, dw, s);
+    for (std::size_t i = 0; i < fast.size(); ++i) ASSERT_EQ(bits(fast[i]), bits(ref[i])) << w << "x" << h << " " << i;
+    for (Fn fn : {im::cv2_resize_linear, im::kornia_resize_antialias})
+      for (float v : run(fn, src, w, h, w, dw, dh, dw, s)) ASSERT_TRUE(v >= -1e-3f && v <= 255.001f) << v;
+  }
 }
 
 TEST(ResizeFloat, BadSizesThrowNamingThem) {
@@ -157,8 +176,9 @@ TEST(ResizeFloat, BadSizesThrowNamingThem) {
     expect_invalid([&] { fn(src.data(), -1, 10, 10, dst.data(), 5, 5, 5, s); }, "-1x10");
     expect_invalid([&] { fn(src.data(), 10, 10, 9, dst.data(), 5, 5, 5, s); }, "stride 9");
   }
-  expect_invalid([] { (void)im::hloc_resize_size(10000, 1, 100); }, "10000x1");  // height rounds to 0
-  expect_invalid([] { (void)im::kornia_long_side_size(10000, 1, 100); }, "10000x1");
+  // A short side that rounds to 0 is the caller's to refuse (ResolvedParams::network_frame names the parameter).
+  EXPECT_EQ(im::hloc_resize_size(10000, 1, 100), std::make_pair(100, 0));
+  EXPECT_EQ(im::kornia_long_side_size(10000, 1, 100), std::make_pair(100, 0));
   expect_invalid([] { (void)im::hloc_resize_size(0, 10, 100); }, "0x10");
   expect_invalid([] { (void)im::kornia_long_side_size(10, 10, 0); }, "side 0");
 }

@@ -2,6 +2,7 @@
 not answer, the batch limits (parts, time), one definition of every limit (help, /v1/info, docs/SERVING.md) and
 the OpenAPI document served at /openapi.json (docs/openapi.json itself)."""
 
+import io
 import json
 import os
 import re
@@ -165,8 +166,8 @@ def help_limits():
 
 def test_limits_help_info_and_docs_agree():
     flags, fixed = help_limits()
-    assert {"--max-body-mb", "--max-pixels", "--max-batch-parts", "--workers", "--queue", "--timeout-s",
-            "--connections"} <= set(flags), flags
+    assert {"--max-body-mb", "--max-pixels", "--max-frame-pixels", "--max-batch-parts", "--workers", "--queue",
+            "--timeout-s", "--connections"} <= set(flags), flags
     # A server with every default: /v1/info answers before the model is ready.
     proc = subprocess.Popen([CLI, "serve", "--port", "0", "--weights", WEIGHTS, "--warmup", "none"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -183,6 +184,8 @@ def test_limits_help_info_and_docs_agree():
         proc.wait(60)
     assert limits["max_body_bytes"] == float(flags["--max-body-mb"]) * 1024 * 1024
     assert limits["max_pixels"] == int(flags["--max-pixels"]) == 178956970
+    # The largest preset frame: hloc:superpoint_max / _inloc on a square image, 1600 x 1600.
+    assert limits["max_frame_pixels"] == int(flags["--max-frame-pixels"]) == 1600 * 1600
     assert limits["max_batch_parts"] == int(flags["--max-batch-parts"])
     assert limits["workers"] == int(flags["--workers"]) and limits["queue"] == int(flags["--queue"])
     assert limits["timeout_s"] == float(flags["--timeout-s"])
@@ -219,3 +222,201 @@ def test_openapi_document_is_the_docs_file(srv):
     params = doc["components"]["parameters"]
     assert params["max_keypoints"]["schema"]["minimum"] == -1 and params["max_keypoints"]["schema"]["maximum"] == 307200
     assert params["nms_radius"]["schema"]["maximum"] == 32
+
+
+# --- the query fields: one table (params.hpp) behind /v1/info, docs/SERVING.md and docs/openapi.json ------------------
+
+
+def resolve_ref(doc, obj):
+    while "$ref" in obj:
+        node = doc
+        for part in obj["$ref"].lstrip("#/").split("/"):
+            node = node[part]
+        obj = node
+    return obj
+
+
+def as_text(value):
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def test_query_fields_of_docs_openapi_and_info_agree(srv):
+    params = json.loads(request(srv, "GET", "/v1/info")[2])["params"]
+    assert {"preset", "max_keypoints", "keypoint_threshold", "nms_radius", "return_descriptors", "grayscale", "resize",
+            "resize_max", "resize_force", "interpolation"} <= set(params), sorted(params)
+    # docs/SERVING.md: one row per field with the type, the hf default and the allowed values of /v1/info.
+    with open(os.path.join(SOURCE, "docs", "SERVING.md")) as f:
+        doc = f.read()
+    rows = {m.group(1): m.groups()[1:] for m in
+            re.finditer(r"^\| `([a-z_]+)` \| (int|float|bool|string) \| `([^`]*)` \| ([^|]+?) \|$", doc, re.M)}
+    assert set(rows) == set(params) | {"format"}, sorted(set(rows) ^ (set(params) | {"format"}))
+    for name, d in params.items():
+        assert rows[name] == (d["type"], as_text(d["default"]), d["allowed"]), (name, rows[name], d)
+    # docs/openapi.json: both image routes take exactly these fields, each schema with the table's range.
+    with open(os.path.join(SOURCE, "docs", "openapi.json")) as f:
+        oa = json.load(f)
+    for path in ("/v1/keypoints", "/v1/keypoints/batch"):
+        names = [resolve_ref(oa, p)["name"] for p in oa["paths"][path]["post"]["parameters"]]
+        assert sorted(names) == sorted(set(params) | {"format"}), (path, names)
+    comp = oa["components"]["parameters"]
+    for name, d in params.items():
+        sch = comp[name]["schema"]
+        if "default" in sch:
+            assert as_text(sch["default"]) == as_text(d["default"]), name
+        if d["type"] in ("int", "float"):
+            assert sch["type"] == ("integer" if d["type"] == "int" else "number"), name
+            if "anyOf" in sch:  # resize_max: 0 = off, or a range that starts above 0
+                lo = int(re.search(r"(\d+)\.\.(\d+)", d["allowed"]).group(1))
+                assert sch["anyOf"] == [{"enum": [d["min"]]}, {"minimum": lo, "maximum": d["max"]}], name
+            else:
+                assert (sch["minimum"], sch["maximum"]) == (d["min"], d["max"]), name
+        elif d["type"] == "bool":
+            pat = re.compile(sch["pattern"])
+            assert all(pat.match(v) for v in ("true", "FALSE", "True", "1", "0")), name
+            assert not any(pat.match(v) for v in ("yes", "2", "", "true ")), name
+        elif "choices" in d:
+            assert sch["enum"] == d["choices"], name
+            assert d["allowed"] == ", ".join(d["choices"]), name
+        else:  # resize: WxH with each side in the table's range, or none
+            lo, hi = map(int, re.search(r"(\d+)\.\.(\d+)", d["allowed"]).groups())
+            pat = re.compile(sch["pattern"])
+            for side in list(range(0, 40)) + list(range(hi - 40, hi + 40)) + [10 * hi]:
+                assert bool(pat.match(f"{side}x{lo}")) == (lo <= side <= hi), (name, side)
+                assert bool(pat.match(f"{lo}x{side}")) == (lo <= side <= hi), (name, side)
+            assert pat.match("none") and not pat.match("None") and not pat.match("640x480x1")
+    formats = [resolve_ref(oa, p)["schema"]["enum"] for path in ("/v1/keypoints", "/v1/keypoints/batch")
+               for p in oa["paths"][path]["post"]["parameters"] if resolve_ref(oa, p)["name"] == "format"]
+    assert formats == [["json", "npz"], ["json"]], formats
+
+
+def test_rules_between_fields_are_422(srv):
+    # The three rules the OpenAPI schema cannot express (its descriptions and SERVING.md say them).
+    msg = assert_error(*post_image(srv, PNG_640, "?resize=320x240&resize_max=512"), 422)
+    assert "resize" in msg and "contradict" in msg
+    msg = assert_error(*post_image(srv, PNG_640, "?preset=lightglue&grayscale=false"), 422)
+    assert "grayscale" in msg
+    msg = assert_error(*post_image(srv, PNG_640, "?exif_orientation=true"), 422)  # hf: Pillow never rotates
+    assert "exif_orientation" in msg
+    assert post_image(srv, PNG_640, "?preset=lightglue&exif_orientation=false")[0] == 200
+
+
+# --- --max-frame-pixels: the network frame is bounded before it costs anything (issue 19 §2) -------------------------
+
+
+def tiny_png(w=1, h=1):
+    """A gray PNG of w x h pixels (1 x 1: 67 bytes)."""
+    import struct
+    import zlib
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    raw = zlib.compress(b"".join(b"\0" + bytes(w) for _ in range(h)), 9)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+            chunk(b"IDAT", raw) + chunk(b"IEND", b""))
+
+
+def vm_rss_kb(srv):
+    with open(f"/proc/{srv.proc.pid}/status") as f:
+        return int(next(ln for ln in f if ln.startswith("VmRSS:")).split()[1])
+
+
+def test_frames_over_max_frame_pixels_are_413_before_any_plan(srv):
+    # The server's default limit is the largest preset frame (1600 x 1600). Before it, `?resize=2048x2048` with an
+    # 80-byte PNG took a server from 0.57 to 4.3 GB and held the network for 10 s.
+    png = tiny_png()
+    assert len(png) < 100
+    decoded = metric_value(srv, "superpoint_rt_images_decoded_total")
+    rss0 = vm_rss_kb(srv)
+    t0 = time.time()
+    for query in ("?resize=2048x2048", "?resize=4096x4096", "?preset=lightglue&resize_max=8192&resize_force=true",
+                  "?preset=hloc:superpoint_max&resize_max=4096", "?resize_max=1601&resize_force=true"):
+        msg = assert_error(*post_image(srv, png, query), 413)
+        assert "2560000" in msg and "max_frame_pixels" in msg, (query, msg)
+    # Frames that depend on the image are checked from its header: a 2000 x 1500 PNG at its own size (3 MP).
+    msg = assert_error(*post_image(srv, tiny_png(2000, 1500), "?resize=none"), 413)
+    assert "(2000x1500): resize = none" in msg and "3000000" in msg, msg
+    # An explicit resize over the network's own limit (4096 x 4096 pixels) is 413 too (docs/LIMITS.md), not 422.
+    msg = assert_error(*post_image(srv, png, "?resize=8192x8192"), 413)
+    assert "16777216" in msg, msg
+    assert time.time() - t0 < 10
+    assert metric_value(srv, "superpoint_rt_images_decoded_total") == decoded  # nothing ran
+    assert vm_rss_kb(srv) - rss0 < 100 * 1024, (rss0, vm_rss_kb(srv))  # no plan, no buffer of those frames
+
+
+def test_max_frame_pixels_flag_bounds_the_frame():
+    s = Server("--workers", "1", "--max-frame-pixels", "307200", warmup="none")  # exactly 640 x 480
+    try:
+        limits = json.loads(request(s, "GET", "/v1/info")[2])["limits"]
+        assert limits["max_frame_pixels"] == 307200
+        status, _, body = post_image(s, PNG_640, "?max_keypoints=5")  # the hf frame itself: at the limit
+        assert status == 200 and len(json.loads(body)["keypoints"]) == 5, body[:300]
+        msg = assert_error(*post_image(s, PNG_640, "?resize=641x480"), 413)
+        assert "307200" in msg and "max_frame_pixels" in msg, msg
+        msg = assert_error(*post_image(s, tiny_png(700, 500), "?resize=none"), 413)
+        assert "350000" in msg, msg
+    finally:
+        assert s.stop() == 0, s.stderr()
+    bad = subprocess.run([CLI, "serve", "--max-frame-pixels", "0"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "--max-frame-pixels" in bad.stderr and "64..16777216" in bad.stderr, bad.stderr
+
+
+# --- query values: every byte shown, decimal numbers only (issue 19 §4) ----------------------------------------------
+
+
+def test_query_values_are_quoted_whole_and_numbers_are_decimal(srv):
+    # %00 in a value used to end the message at the NUL (what() is a C string).
+    msg = assert_error(*post_image(srv, PNG_640, "?max_keypoints=5%00tail"), 422)
+    assert "5\\x00tail" in msg and "is not an integer" in msg, msg
+    msg = assert_error(*post_image(srv, PNG_640, "?preset=hf%00x"), 422)
+    assert "hf\\x00x" in msg, msg
+    msg = assert_error(*post_image(srv, PNG_640, "?no%00pe=1"), 422)
+    assert "no\\x00pe" in msg and "allowed" in msg, msg
+    # Hex floats (strtof's) are not decimal numbers.
+    msg = assert_error(*post_image(srv, PNG_640, "?keypoint_threshold=0x1p-3"), 422)
+    assert "keypoint_threshold" in msg and "0x1p-3" in msg, msg
+
+
+# --- panoramas (issue 19 §3) ------------------------------------------------------------------------------------------
+
+
+def panorama_jpeg(w, h):
+    """A w x h JPEG made of strips of the shared photos (real content for keypoints)."""
+    from PIL import Image
+
+    names = sorted(n for n in os.listdir(IMAGES) if n.lower().endswith((".jpg", ".png")))
+    out = Image.new("RGB", (w, h))
+    x, i = 0, 0
+    while x < w:
+        im = Image.open(os.path.join(IMAGES, names[i % len(names)])).convert("RGB")
+        strip = im.resize((max(1, im.width * h // im.height), h))
+        out.paste(strip, (x, 0))
+        x += strip.width
+        i += 1
+    buf = io.BytesIO()
+    out.save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def test_wide_and_tall_images_get_the_presets_frames(srv):
+    from PIL import Image
+
+    wide = panorama_jpeg(17000, 300)
+    buf = io.BytesIO()
+    Image.open(io.BytesIO(wide)).transpose(Image.Transpose.ROTATE_90).save(buf, "JPEG", quality=90)
+    tall = buf.getvalue()
+    for query, frame in (("?preset=hloc:superpoint_aachen", (1024, 18)), ("?preset=hloc:superpoint_max", (1600, 28)),
+                         ("?preset=hloc:superpoint_inloc", (1600, 28)), ("?preset=lightglue", (1024, 18)),
+                         ("?interpolation=cv2_area&resize_max=1024", (1024, 18)), ("", (640, 480))):
+        tall_frame = frame if not query else frame[::-1]  # hf's fixed 640 x 480 does not turn with the image
+        for img, (w, h), (fw, fh) in ((wide, (17000, 300), frame), (tall, (300, 17000), tall_frame)):
+            status, _, body = post_image(srv, img, query, content_type="image/jpeg")
+            assert status == 200, (query, w, h, body[:300])
+            r = json.loads(body)
+            assert r["image_size"] == [h, w]
+            assert r["scale"] == pytest.approx([w / fw, h / fh], rel=1e-6), (query, r["scale"])
+    # Thinner than the network's 8 x 8 cell: refused naming the parameter, not an internal function.
+    msg = assert_error(*post_image(srv, panorama_jpeg(17000, 100), "?preset=hloc:superpoint_aachen",
+                                   content_type="image/jpeg"), 422)
+    assert "resize_max = 1024" in msg and "1024x6" in msg, msg
+    assert "hloc_resize_size" not in msg and "cv2_resize" not in msg, msg

@@ -220,7 +220,8 @@ def cpuinfo_units_line():
 def test_int8_with_calibration_images():
     """serve --precision int8 --calibration: the server says so in /v1/info and answers requests."""
     args = ("--precision", "int8", "--calibration", os.path.join(IMAGES, "icl_250.png"), "--warmup", "none")
-    if not cpu_has_avx512():  # int8 needs AVX-512: the server must refuse to start, naming the precision
+    flags = cpuinfo_flags()
+    if not ("avx2" in flags and "fma" in flags):  # int8 needs AVX2 + FMA: the server must refuse to start
         proc = subprocess.run([CLI, "serve", "--port", "0", "--weights", WEIGHTS, *args], capture_output=True,
                               text=True, timeout=120)
         assert proc.returncode != 0 and "int8" in proc.stderr
@@ -248,8 +249,15 @@ def test_health_ready_info_metrics(srv):
     assert "calibration" not in info  # int8 only
     # The CPU's units, as /proc/cpuinfo names them (independent of the product's CPUID reading).
     assert info["cpu_units"] == cpuinfo_units_line(), info["cpu_units"]
-    assert info["fastest_precision"] == ("int8" if cpu_has_avx512() and "avx512_vnni" in cpuinfo_flags() else "fp32")
+    # int8 runs from AVX2 + FMA on and measured faster than fp32 on every kind of CPU that runs it.
+    flags = cpuinfo_flags()
+    assert info["fastest_precision"] == ("int8" if "avx2" in flags and "fma" in flags else "fp32")
+    assert [p["precision"] for p in info["precisions"]] == ["fp32", "bf16", "int8"]
+    assert {p["precision"]: p["runs"] for p in info["precisions"]}["bf16"] == ("avx512_bf16" in flags)
     assert info["limits"]["max_body_bytes"] == 8 * 1024 * 1024 and info["limits"]["max_pixels"] == 40000000
+    # /v1/match's fields and hloc's confs, from the matcher's table.
+    assert set(info["match"]["params"]) == {"conf", "ratio", "distance", "mutual"}
+    assert info["match"]["confs"]["NN-ratio"] == {"ratio": 0.8, "distance": 0.0, "mutual": True}
     assert post_image(srv, PNG_640, "?max_keypoints=5")[0] == 200
     # A request is counted right after its response is written, so the client may see /metrics a moment earlier.
     deadline = time.time() + 10
@@ -315,6 +323,46 @@ def test_multipart_single(srv):
     status, _, resp = request(srv, "POST", "/v1/keypoints", body, {"Content-Type": ctype})
     assert status == 200, resp[:300]
     check_json_result(json.loads(resp), reference(JPG_SMALL))
+
+
+def post_match(srv, fields, query=""):
+    body, ctype = multipart(fields)
+    return request(srv, "POST", "/v1/match" + query, body, {"Content-Type": ctype})
+
+
+def test_match_two_images(srv):
+    import superpoint_rt  # the same C++ matcher, on the CLI's float32 descriptors
+
+    a, b = "pt_piazza_san_marco_06795901_3725050516.jpg", JPG_SMALL
+    status, _, body = post_match(srv, [("image0", a, image_bytes(a)), ("image1", b, image_bytes(b))],
+                                 "?conf=NN-ratio&ratio=0.9&max_keypoints=512")
+    assert status == 200, body[:300]
+    res = json.loads(body)
+    flags = ["--max-keypoints", "512"]
+    ra, rb = reference(a, flags), reference(b, flags)
+    check_json_result(res["image0"], ra)
+    check_json_result(res["image1"], rb)
+    assert res["match"] == {"conf": "NN-ratio", "ratio": 0.9, "distance": 0.0, "mutual": True}
+    pairs, scores = superpoint_rt.match(ra["descriptors"], rb["descriptors"], "NN-ratio", ratio=0.9)
+    assert len(pairs) > 0
+    assert res["matches"] == pairs.tolist()
+    np.testing.assert_array_less(np.abs(np.asarray(res["scores"]) - scores), 0.0000005 + 1e-12)
+    assert res["timing_ms"]["match"] >= 0
+
+
+@pytest.mark.parametrize("fields,query,code,word", [
+    (["image0"], "", 400, "'image1'"), (["image0", "image0", "image1"], "", 400, "'image0'"),
+    (["image0", "image1"], "?ratio=2", 422, "ratio"), (["image0", "image1"], "?conf=superglue", 422, "conf"),
+    (["image0", "image1"], "?mutual=maybe", 422, "mutual"), (["image0", "image1"], "?format=npz", 422, "format"),
+    (["image0", "image1"], "?return_descriptors=false", 422, "return_descriptors"),
+    (["image0", "image1"], "?ratio=0.5&ratio=0.6", 422, "ratio")])
+def test_match_errors(srv, fields, query, code, word):
+    msg = assert_error(*post_match(srv, [(f, JPG_SMALL, image_bytes(JPG_SMALL)) for f in fields], query), code)
+    assert word in msg
+    msg = assert_error(*request(srv, "POST", "/v1/match", image_bytes(JPG_SMALL), {"Content-Type": "image/jpeg"}), 415)
+    assert "image0" in msg
+    # The matcher's fields belong to /v1/match only.
+    assert "conf" in assert_error(*post_image(srv, JPG_SMALL, "?conf=NN-mutual"), 422)
 
 
 def test_batch_in_order_with_error_entry(srv):

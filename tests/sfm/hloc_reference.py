@@ -1,13 +1,8 @@
-"""hloc's pair list, nearest-neighbour matcher and COLMAP import, re-written in numpy + pycolmap from hloc's published
-code (read, not copied), to check `superpoint-rt colmap` (src/sfm/) against:
+"""hloc's pair list and COLMAP import, re-written in numpy + pycolmap from hloc's published code (read, not copied), to
+check `superpoint-rt colmap` (src/sfm/) against (hloc's matcher has its own reference: tests/match/hloc_nn_reference.py):
 
 - hloc/pairs_from_exhaustive.py: every (names[i], names[j]) with i < j, one "a b" per line, joined by "\\n";
-- hloc/matchers/nearest_neighbor.py with match_features.confs["NN-mutual"] (ratio_threshold None, distance_threshold
-  None, do_mutual_check True): sim = desc0^T desc1 on the descriptors as float32 (FeaturePairsDataset: .float()),
-  the best of each row (topk 1), scores (sim + 1) / 2, the mutual check on the column maxima; the scores are those
-  of the row maxima (the mutual check leaves them); no keypoints on either side: all -1, scores 0;
-- hloc/match_features.py writer_fn: one group names_to_pair(name0, name1) with matches0 int16 and matching_scores0
-  float16 (h5py.File(..., "a", libver="latest"));
+- hloc/utils/parsers.py names_to_pair: the group of a pair in a match file;
 - hloc/reconstruction.py create_empty_db + import_images (pycolmap.import_images with a CameraMode) + get_image_ids,
   and hloc/triangulation.py import_features (get_keypoints, keypoints += 0.5, db.write_keypoints) and import_matches
   ([p.split() for p in f.readlines()], the first of each unordered pair, get_matches, matches[scores >
@@ -33,43 +28,6 @@ def exhaustive_pairs(names: list[str]) -> list[tuple[str, str]]:
 
 def write_pairs(path, pairs) -> None:
     pathlib.Path(path).write_text("\n".join(" ".join(p) for p in pairs))
-
-
-def nn_mutual(desc0: np.ndarray, desc1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """matches0 (int16) and matching_scores0 (float16) of NN-mutual for descriptors stored as (256, N)."""
-    d0, d1 = desc0.astype(np.float32), desc1.astype(np.float32)
-    n0, n1 = d0.shape[1], d1.shape[1]
-    if n0 == 0 or n1 == 0:
-        return np.full(n0, -1, np.int16), np.zeros(n0, np.float16)
-    sim = d0.T @ d1
-    m0, m1 = sim.argmax(1), sim.argmax(0)
-    s0 = (sim[np.arange(n0), m0] + 1) / 2
-    ok = m1[m0] == np.arange(n0)
-    return np.where(ok, m0, -1).astype(np.int16), s0.astype(np.float16)
-
-
-def write_matches(features, out, pairs, reversed_pairs=()) -> None:
-    """hloc's match file for `pairs`; a pair in `reversed_pairs` is stored as (name1, name0), as a pair list that names
-    it the other way round would have made it."""
-    with h5py.File(str(features), "r") as f:
-        desc = {}
-
-        def get(n):
-            if n not in desc:
-                desc[n] = f[n]["descriptors"][()]
-            return desc[n]
-
-        with h5py.File(str(out), "a", libver="latest") as fd:
-            for a, b in pairs:
-                if (a, b) in reversed_pairs:
-                    a, b = b, a
-                m, s = nn_mutual(get(a), get(b))
-                key = names_to_pair(a, b)
-                if key in fd:
-                    del fd[key]
-                g = fd.create_group(key)
-                g.create_dataset("matches0", data=m)
-                g.create_dataset("matching_scores0", data=s)
 
 
 def _find_pair(fd, name0, name1):

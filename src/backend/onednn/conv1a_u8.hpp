@@ -4,8 +4,8 @@
 // 480x640) and then quantise it with a separate reorder; this writes the 1-byte values once (10.3 + 7.9 ms of a
 // ~100 ms int8 forward at one thread, measured with ONEDNN_VERBOSE=1 build/bench/bench_forward ... --precision int8).
 //
-// Per output value (channel c, pixel y, x), in this order (the scalar reference and the AVX-512 kernel give the same
-// bits; tests/backend/test_conv1a_u8.cpp):
+// Per output value (channel c, pixel y, x), in this order (the scalar reference and the AVX-512 and AVX2 kernels give
+// the same bits; tests/backend/test_conv1a_u8.cpp):
 //   acc = bias[c]; for ky in 0..2, kx in 0..2: acc = fma(weight[c][ky][kx], in(y + ky - 1, x + kx - 1), acc)
 //   (in() = 0 outside the plane), v = acc > 0 ? acc : 0, q = v * scale, q = q < 255 ? q : 255,
 //   out = round-half-even(q)  (the rounding of oneDNN's own f32 -> u8 quantisation)
@@ -33,6 +33,8 @@ void conv1a_u8_row_reference(const Conv1aU8& k, const float* r0, const float* r1
 /// The same with AVX-512 F+BW (channels % 16 == 0 only); call only where util::cpu_features().avx512().
 void conv1a_u8_row_avx512(const Conv1aU8& k, const float* r0, const float* r1, const float* r2, int w,
                           std::uint8_t* out);
+/// The same with AVX2 + FMA (channels % 8 == 0 only); call only where util::cpu_features().avx2_fma().
+void conv1a_u8_row_avx2(const Conv1aU8& k, const float* r0, const float* r1, const float* r2, int w, std::uint8_t* out);
 
 /// Floats of scratch conv1a_u8_rows needs for width w: three padded rows.
 inline std::size_t conv1a_u8_scratch_floats(int w) {

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "backend/onednn/conv1a_u8.hpp"
-#include "image/synthetic.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "util/cpu.hpp"
 
@@ -46,6 +45,21 @@ void apply_isa_cap_once() {
       // Too late (oneDNN already dispatched): keep its default.
     }
   });
+}
+
+// The layers that read each layer's output (max pooling in between keeps the type).
+const std::map<std::string, std::vector<std::string>>& consumers() {
+  static const std::map<std::string, std::vector<std::string>> c = {
+      {"conv1a", {"conv1b"}},   {"conv1b", {"conv2a"}},
+      {"conv2a", {"conv2b"}},   {"conv2b", {"conv3a"}},
+      {"conv3a", {"conv3b"}},   {"conv3b", {"conv4a"}},
+      {"conv4a", {"conv4b"}},   {"conv4b", {"score_a", "descriptor_a"}},
+      {"score_a", {"score_b"}}, {"descriptor_a", {"descriptor_b"}}};
+  return c;
+}
+
+dt read_type(LayerType t) {
+  return t == LayerType::Int8 ? dt::u8 : t == LayerType::Bf16 ? dt::bf16 : dt::f32;
 }
 
 bool isa_has_avx512_core() {
@@ -116,12 +130,31 @@ struct Step {
 // "score_a", "descriptor_a"): int8 calibration's result.
 using LayerMax = std::map<std::string, float>;
 
+// numpy.percentile(v, q) (linear interpolation between the closest ranks) of n values; q = 100 is the maximum.
+// Calibrating int8 at the 99.99th percentile instead of the maximum lets the few largest activations saturate and
+// gives every other value finer steps: keypoint F1 against fp32 0.956 / 0.915 against 0.948 / 0.872 in the float
+// simulation (bench/quant_sim.py, docs/BENCHMARKS.md), confirmed on the real plan (bench/quality.py).
+float percentile(const float* v, std::size_t n, double q) {
+  if (n == 0) return 0;
+  if (q >= 100) return *std::max_element(v, v + n);
+  std::vector<float> c(v, v + n);
+  const double pos = q / 100.0 * static_cast<double>(n - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  std::nth_element(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(lo), c.end());
+  const float a = c[lo];
+  if (lo + 1 >= n) return a;
+  const float b = *std::min_element(c.begin() + static_cast<std::ptrdiff_t>(lo) + 1, c.end());
+  return static_cast<float>(a + (b - a) * (pos - static_cast<double>(lo)));
+}
+
 class OneDnnExecutor final : public Executor {
  public:
-  // `act_max` (int8 only, else nullptr): the calibration. `record` (fp32 only, else nullptr): run() raises each
-  // layer's entry to the maximum of its output (the calibration pass).
-  OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, Precision precision,
-                 const dnnl::engine& eng, const LayerMax* act_max = nullptr, LayerMax* record = nullptr);
+  // `plan`: each layer's type. `act_max` (plans with an Int8 layer, else nullptr): the calibration. `record`
+  // (fp32 only, else nullptr): run() raises each layer's entry to the `clip` percentile of its output (the
+  // calibration pass; 100 = the maximum).
+  OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, const LayerPlan& plan,
+                 const dnnl::engine& eng, const LayerMax* act_max = nullptr, LayerMax* record = nullptr,
+                 double clip = 100);
 
   int height() const override { return h_; }
   int width() const override { return w_; }
@@ -141,6 +174,22 @@ class OneDnnExecutor final : public Executor {
   // int8: conv1a (+bias, +relu) quantised to u8 NHWC as it is written (conv1a_u8.hpp); returns its dst.
   memory add_conv1a_u8(std::vector<Step>& seq, const model::Conv& c, int dst_arena);
   void execute(std::vector<Step>& seq);
+  LayerType type_of(const std::string& label) const {
+    const auto it = plan_.find(label);
+    return it == plan_.end() ? LayerType::F32 : it->second;
+  }
+  // The type `label` (computing in `self`) writes: what its consumers read when they agree and its kernel can write
+  // it (f32 kernels write f32; bf16 kernels f32 or bf16, so a u8 reader gets bf16 and quantises it in its input
+  // reorder), else f32.
+  dt dst_type(const std::string& label, LayerType self) const {
+    const auto it = consumers().find(label);
+    if (it == consumers().end() || self == LayerType::F32) return dt::f32;
+    const dt want = read_type(type_of(it->second.front()));
+    for (const auto& c : it->second)
+      if (read_type(type_of(c)) != want) return dt::f32;
+    if (self == LayerType::Bf16 && want == dt::u8) return dt::bf16;
+    return want;
+  }
   // int8: the scale that maps this activation to u8 (q = round(v * scale)); 0 when unknown (not int8).
   float scale_of(const memory& m) const {
     const auto it = scale_.find(m.get());
@@ -160,9 +209,9 @@ class OneDnnExecutor final : public Executor {
   std::string description_;
   const char* algo_override_ = nullptr;
   bool avx512_core_ = false;
-  Precision precision_ = Precision::Fp32;
-  dt act_dt_ = dt::f32;  // data type of the activations and weights (f32, or bf16 with f32 accumulation)
-  int block_ = 8;        // channel block of the activation layout (16 on AVX-512, else 8)
+  LayerPlan plan_;
+  double clip_ = 100;  // calibration pass: the percentile recorded
+  int block_ = 8;      // channel block of the activation layout (16 on AVX-512, else 8)
   tag block_tag_ = tag::nChw8c;
   const LayerMax* act_max_ = nullptr;
   LayerMax* record_ = nullptr;
@@ -173,16 +222,16 @@ class OneDnnExecutor final : public Executor {
   AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
 };
 
-OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, Precision precision,
-                               const dnnl::engine& eng, const LayerMax* act_max, LayerMax* record)
+OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, const LayerPlan& plan,
+                               const dnnl::engine& eng, const LayerMax* act_max, LayerMax* record, double clip)
     : h_(o.height),
       w_(o.width),
       hc_(o.height / 8),
       wc_(o.width / 8),
       threads_(threads),
       eng_(eng),
-      precision_(precision),
-      act_dt_(precision == Precision::Bf16 ? dt::bf16 : dt::f32),
+      plan_(plan),
+      clip_(clip),
       act_max_(act_max),
       record_(record) {
   if (h_ < 8 || w_ < 8 || h_ > 16384 || w_ > 16384) {
@@ -210,7 +259,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     int hh = h_, ww = w_, a = 0;
     const char* names[8] = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
     for (int i = 0; i < 8; ++i) {
-      if (i == 0 && precision_ == Precision::Int8)
+      if (i == 0 && type_of("conv1b") == LayerType::Int8)
         x = add_conv1a_u8(trunk_, wt.encoder[0], a);
       else
         x = add_conv(trunk_, wt.encoder[static_cast<std::size_t>(i)], x, hh, ww, true, a, nullptr, names[i]);
@@ -266,18 +315,21 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   // fp32 on the golden images: 0.917 all-bf16, 0.946 with conv1a f32; conv1a is 3% of the f32 forward). In bf16 its
   // f32 output is converted by the input reorder of conv1b; int8 does not come here for conv1a (add_conv1a_u8
   // rounds its f32 sums straight to u8).
-  const bool int8 = precision_ == Precision::Int8 && c.in_channels > 1;
-  const dt ldt = c.in_channels == 1 ? dt::f32 : int8 ? dt::u8 : act_dt_;
+  const LayerType type = c.in_channels == 1 ? LayerType::F32 : type_of(label);
+  const bool int8 = type == LayerType::Int8;
+  const dt ldt = read_type(type);
+  const dt out_dt = dst_external ? dt::f32 : dst_type(label, type);
   const memory::desc src_any({1, c.in_channels, hh, ww}, ldt, tag::any);
   // Activations in oneDNN's blocked layout for this ISA: the Winograd and the classic direct JIT kernels read and
   // write it, so consecutive layers never need a reorder (format_tag::any would let oneDNN 2.6 pick channels-last
   // for its brgemm kernels, which measured slower here and forces reorders around every Winograd layer).
   // bf16 and int8 layers let oneDNN pick (it picks its channels-last brgconv kernels, which also cover AMX on CPUs
   // that have it; for bf16 here the blocked jit_bf16 kernels cost the same CPU time, 620-630 ms per forward).
-  const tag act = c.out_channels % block_ == 0 && ldt == dt::f32 ? block_tag_ : tag::any;
+  const tag act = c.out_channels % block_ == 0 && type == LayerType::F32 ? block_tag_ : tag::any;
   const memory::desc w_any({c.out_channels, c.in_channels, c.kernel, c.kernel}, int8 ? dt::s8 : ldt, tag::any);
   const memory::desc b_md({c.out_channels}, dt::f32, tag::x);
-  memory::desc dst_md = dst_external ? dst_external->get_desc() : memory::desc({1, c.out_channels, hh, ww}, ldt, act);
+  memory::desc dst_md =
+      dst_external ? dst_external->get_desc() : memory::desc({1, c.out_channels, hh, ww}, out_dt, act);
 
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -291,13 +343,13 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   //   input q_x = x * s_in (u8; s_in = 255 / calibrated max of the producer), weights q_w = w * ws[o] (s8,
   //   ws[o] = 127 / max|w[o]|, per output channel), acc = sum q_x q_w ~ s_in ws[o] sum x w,
   //   bias' = b[o] s_in ws[o], oscale[o] = s_out / (s_in ws[o]) with s_out = 255 / calibrated max of this layer
-  //   (u8 output), or 1 for the f32 logits / descriptors.
+  //   (u8 output), or 1 for an f32 / bf16 output (the logits, the descriptors, a layer of another type).
   float s_in = 0, s_out = 1;
   std::vector<float> ws, oscale;
   if (int8) {
     s_in = scale_of(src);
     if (!(s_in > 0)) throw Error(ErrorKind::Internal, std::string("int8: no input scale for ") + label);
-    if (!dst_external) s_out = act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
+    if (out_dt == dt::u8) s_out = act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
     const std::size_t per_out = c.weight.size() / static_cast<std::size_t>(c.out_channels);
     for (int o = 0; o < c.out_channels; ++o) {
       float m = 0;
@@ -309,8 +361,8 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
     }
     attr.set_output_scales(1 << 1, oscale);
   }
-  // oneDNN 2.6 has Winograd kernels for f32 only: bf16 layers are direct unless SUPERPOINT_RT_CONV_ALGO says
-  // otherwise (then the fallback below records "winograd->direct").
+  // oneDNN 2.6 has Winograd kernels for f32 only: bf16 and int8 layers are direct unless SUPERPOINT_RT_CONV_ALGO
+  // says otherwise (then the fallback below records "winograd->direct").
   const ConvAlgo algo = choose_conv_algo({c.in_channels, c.out_channels, c.kernel, hh, ww},
                                          avx512_core_ && ldt == dt::f32, layer_override(algo_override_, label).c_str());
   auto make_pd = [&](dnnl::algorithm alg, const memory::desc& src_md) {
@@ -325,10 +377,28 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   std::string used = to_string(algo);
   auto make_any_algo = [&](const memory::desc& src_md) {
     try {
-      return make_pd(want, src_md);
+      // Which f32 Winograd kernel oneDNN 2.6 picks depends on the thread count: F(2x2, 3x3) (jit_fp32_wino_2x3,
+      // whose sums do not depend on it) is taken only while the input fits a cache budget that grows with the
+      // thread count, else F(4x4, 3x3) (jit_wino_4x3, whose work split and sums change with it). Measured on AMD
+      // Zen 4 at 104x152: conv1b got F(4x4, 3x3) at 1 thread and F(2x2, 3x3) at 3, so the bits differed. So
+      // Winograd only where F(2x2, 3x3) is oneDNN's choice at 1 thread (then at every thread count, the budget only
+      // grows); elsewhere direct. On the Xeon of the earlier sessions that kept Winograd for conv1b..conv4b at
+      // 640x480; on Zen 4 (smaller per-core cache budget) the layers there run direct.
+      if (want == dnnl::algorithm::convolution_winograd) {
+        omp_set_num_threads(1);
+        const std::string probe = make_pd(want, src_md).impl_info_str();
+        omp_set_num_threads(threads_);
+        if (probe.find("wino_2x3") == std::string::npos)
+          throw dnnl::error(dnnl_unimplemented, "no F(2x2, 3x3) Winograd at 1 thread");
+      }
+      auto p = make_pd(want, src_md);
+      if (std::string(p.impl_info_str()).find("wino_4x3") != std::string::npos)
+        throw dnnl::error(dnnl_unimplemented, "F(4x4, 3x3) Winograd");
+      return p;
     } catch (const dnnl::error&) {
+      omp_set_num_threads(threads_);
       if (want == dnnl::algorithm::convolution_direct) throw;
-      used = std::string(to_string(algo)) + "->direct";  // no Winograd kernel for this shape / ISA
+      used = std::string(to_string(algo)) + "->direct";  // no thread-independent Winograd kernel for this shape
       return make_pd(dnnl::algorithm::convolution_direct, src_md);
     }
   };
@@ -347,7 +417,7 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   // The same when the blocked activation layout has no JIT kernel (conv1a on SSE4.1): any layout oneDNN likes.
   bool reorder_out = false;
   if (is_ref(pd)) {
-    dst_md = memory::desc({1, c.out_channels, hh, ww}, dst_external ? dt::f32 : ldt, tag::any);
+    dst_md = memory::desc({1, c.out_channels, hh, ww}, out_dt, tag::any);
     pd = make_any_algo(src_any);
     reorder_out = dst_external != nullptr;
   }
@@ -359,7 +429,7 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
     memory r(pd.src_desc(), eng_, buf.p);
     reorder_buffers_.push_back(std::move(buf));
     dnnl::primitive_attr rattr;
-    if (int8 && src.get_desc().data_type() != dt::u8) rattr.set_output_scales(0, {s_in});  // f32 -> u8 quantise
+    if (int8 && src.get_desc().data_type() != dt::u8) rattr.set_output_scales(0, {s_in});  // f32/bf16 -> u8
     Step s{dnnl::reorder(src, r, rattr), {{DNNL_ARG_FROM, src.get()}, {DNNL_ARG_TO, r.get()}}, {src, r}, nullptr, {}};
     seq.push_back(std::move(s));
     description_ += std::string(label) + "_in:reorder ";
@@ -407,7 +477,7 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
   }
   seq.push_back(std::move(s));
   if (act_max_ && !dst_external) scale_[dst.get()] = act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
-  description_ += std::string(label) + ":" + used + "(" + pd.impl_info_str() + ") ";
+  description_ += std::string(label) + ":" + to_string(type) + ":" + used + "(" + pd.impl_info_str() + ") ";
   if (reorder_out) {
     Step r{dnnl::reorder(dst, *dst_external),
            {{DNNL_ARG_FROM, dst.get()}, {DNNL_ARG_TO, dst_external->get()}},
@@ -426,8 +496,16 @@ memory OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, const model::Conv& 
   conv1a_bias_ = c.bias;
   const float m = act_max_->at("conv1a");
   conv1a_ = {conv1a_weight_.data(), conv1a_bias_.data(), c.out_channels, m > 0 ? 255.f / m : 1.f};
-  const bool avx512 = util::best_isa() == util::Isa::Avx512 && c.out_channels % 16 == 0;
-  conv1a_row_ = avx512 ? detail::conv1a_u8_row_avx512 : detail::conv1a_u8_row_reference;
+  const util::Isa isa = util::best_isa();
+  const char* kernel = "reference";
+  conv1a_row_ = detail::conv1a_u8_row_reference;
+  if (isa == util::Isa::Avx512 && c.out_channels % 16 == 0) {
+    kernel = "avx512";
+    conv1a_row_ = detail::conv1a_u8_row_avx512;
+  } else if (isa != util::Isa::Scalar && c.out_channels % 8 == 0) {
+    kernel = "avx2";
+    conv1a_row_ = detail::conv1a_u8_row_avx2;
+  }
   conv1a_scratch_ =
       AlignedBuffer(sizeof(float) * detail::conv1a_u8_scratch_floats(w_) * static_cast<std::size_t>(threads_));
   // Channels-last u8: what oneDNN's int8 brgconv kernels read (conv1b takes it without a reorder).
@@ -448,7 +526,7 @@ memory OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, const model::Conv& 
     }
   };
   seq.push_back(std::move(s));
-  description_ += std::string("conv1a:direct_u8(") + (avx512 ? "avx512" : "reference") + ") ";
+  description_ += std::string("conv1a:f32:direct_u8(") + kernel + ") ";
   return dst;
 }
 
@@ -486,17 +564,12 @@ void OneDnnExecutor::execute(std::vector<Step>& seq) {
     if (st != dnnl_success) {
       throw Error(ErrorKind::Internal, "oneDNN primitive execution failed (status " + std::to_string(st) + ")");
     }
-    if (record_ && s.label) {  // calibration pass (f32): raise the layer's maximum
+    if (record_ && s.label) {  // calibration pass (f32): raise the layer's entry to this plane's percentile
       stream_.wait();
       const float* v = static_cast<const float*>(s.out.get_data_handle());
-      const std::size_t n = s.out.get_desc().get_size() / sizeof(float);  // padding is zero: harmless for a max
-      // The maximum, not a percentile: clipping measured worse (int8 keypoint Jaccard vs fp32 on the golden
-      // images 0.70 with the max, 0.73 / 0.55 clipping at the 99.99th / 99.9th percentile but with far worse
-      // minimums: saturated strong responses move keypoints).
-      float m = 0;
-      for (std::size_t i = 0; i < n; ++i) m = std::max(m, v[i]);
+      const std::size_t n = s.out.get_desc().get_size() / sizeof(float);  // no padding: channels are multiples of 8
       float& r = (*record_)[s.label];
-      r = std::max(r, m);
+      r = std::max(r, percentile(v, n, clip_));
     }
   }
 }
@@ -506,6 +579,20 @@ void OneDnnExecutor::run(bool descriptors) {
   execute(trunk_);
   if (descriptors) execute(desc_head_);
   if (dnnl_stream_wait(stream_.get()) != dnnl_success) throw Error(ErrorKind::Internal, "oneDNN stream wait failed");
+}
+
+// SUPERPOINT_RT_INT8_CLIP (experiments): "max" or "pP" (0 < P <= 100), the calibration percentile; default
+// kDefaultClip.
+constexpr double kDefaultClip = 99.99;
+double clip_percentile(const char* env) {
+  if (!env || !*env) return kDefaultClip;
+  const std::string v = env;
+  if (v == "max") return 100;
+  char* end = nullptr;
+  const double p = v.size() > 1 && v[0] == 'p' ? std::strtod(v.c_str() + 1, &end) : 0;
+  if (!end || *end || !(p > 0 && p <= 100))
+    throw Error(ErrorKind::InvalidArgument, "SUPERPOINT_RT_INT8_CLIP=\"" + v + "\" is not max or pP (0 < P <= 100)");
+  return p;
 }
 
 class OneDnnBackend final : public Backend {
@@ -522,39 +609,32 @@ class OneDnnBackend final : public Backend {
     } catch (const dnnl::error& e) {
       internal("engine creation", e);
     }
-    if (precision_ == Precision::Int8) calibrate(o.calibration);
+    plan_ = layer_plan(precision_, std::getenv("SUPERPOINT_RT_LAYER_PRECISION"));
+    int8_ = std::any_of(plan_.begin(), plan_.end(), [](const auto& e) { return e.second == LayerType::Int8; });
+    if (int8_) calibrate(o.calibration, clip_percentile(std::getenv("SUPERPOINT_RT_INT8_CLIP")));
   }
   std::string name() const override { return "onednn"; }
   std::string device() const override { return "cpu"; }
   std::string precision() const override { return to_string(precision_); }
   int threads() const override { return threads_; }
   std::unique_ptr<Executor> plan(const PlanOptions& options) override {
-    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, precision_, eng_,
-                                            precision_ == Precision::Int8 ? &act_max_ : nullptr);
+    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, plan_, eng_, int8_ ? &act_max_ : nullptr);
   }
 
  private:
-  // int8: the per-layer maxima of the fp32 network's activations over the calibration planes (a plain fp32 plan
-  // per plane size, run once per plane), or over the built-in synthetic images when none are given.
-  void calibrate(const std::vector<CalibrationPlane>& given) {
-    std::vector<CalibrationPlane> planes = given;
-    if (planes.empty()) {
-      for (std::uint32_t seed = 1; seed <= 3; ++seed) {
-        const Image im = image::synthetic_image(640, 480, seed);
-        CalibrationPlane p{480, 640, std::vector<float>(640 * 480)};
-        const int ch = im.format == PixelFormat::RGB ? 3 : 1;
-        // Channel 0: what the engine feeds for a colour image by default (engine.cpp, step 2).
-        for (std::size_t i = 0; i < p.pixels.size(); ++i) p.pixels[i] = im.pixels[i * ch] / 255.0f;
-        planes.push_back(std::move(p));
-      }
-    }
+  // int8: per layer, the largest over the calibration planes of the `clip` percentile of the fp32 network's
+  // activations (a plain fp32 plan per plane size, run once per plane); default_calibration_planes() when none
+  // are given.
+  void calibrate(const std::vector<CalibrationPlane>& given, double clip) {
+    const std::vector<CalibrationPlane> planes = given.empty() ? default_calibration_planes() : given;
     for (const auto& p : planes) {
       if (p.pixels.size() != static_cast<std::size_t>(p.height) * p.width || p.pixels.empty()) {
         throw Error(ErrorKind::InvalidArgument, "int8 calibration plane of " + std::to_string(p.width) + "x" +
                                                     std::to_string(p.height) + " has " +
                                                     std::to_string(p.pixels.size()) + " pixels");
       }
-      OneDnnExecutor ex(weights_, {p.height, p.width}, threads_, Precision::Fp32, eng_, nullptr, &act_max_);
+      OneDnnExecutor ex(weights_, {p.height, p.width}, threads_, default_layer_plan(Precision::Fp32), eng_, nullptr,
+                        &act_max_, clip);
       std::memcpy(ex.input(), p.pixels.data(), p.pixels.size() * sizeof(float));
       ex.run(true);
     }
@@ -563,6 +643,8 @@ class OneDnnBackend final : public Backend {
   model::Weights weights_;
   int threads_;
   Precision precision_;
+  LayerPlan plan_;
+  bool int8_ = false;  // the plan has an Int8 layer
   dnnl::engine eng_;
   LayerMax act_max_;  // int8 calibration (empty otherwise)
 };
@@ -590,16 +672,83 @@ Precision parse_precision(const std::string& name) {
     return Precision::Bf16;
   }
   if (name == "int8") {
-    // u8 x s8 convolutions need AVX-512 (VNNI to be fast); below it oneDNN falls back to slow kernels.
-    if (!util::cpu_features().avx512()) {
+    // oneDNN 2.6 has u8 x s8 JIT convolutions from AVX2 on (VNNI / AMX make them fast) and conv1a_u8 an AVX2 kernel;
+    // below AVX2 only reference kernels.
+    if (!util::cpu_features().avx2_fma()) {
       throw Error(ErrorKind::InvalidArgument,
-                  "precision \"int8\" needs a CPU with AVX-512 (avx512f/bw/vl/dq), which this CPU lacks (or "
-                  "SUPERPOINT_RT_ISA caps it); use precision \"fp32\"");
+                  "precision \"int8\" needs a CPU with AVX2 and FMA, which this CPU lacks (or SUPERPOINT_RT_ISA caps "
+                  "it); use precision \"fp32\"");
     }
     return Precision::Int8;
   }
   throw Error(ErrorKind::InvalidArgument,
               "precision \"" + name + "\" is not offered by the oneDNN backend (supported: fp32, bf16, int8)");
+}
+
+const char* to_string(LayerType t) noexcept {
+  switch (t) {
+    case LayerType::F32: return "f32";
+    case LayerType::Bf16: return "bf16";
+    case LayerType::Int8: return "int8";
+  }
+  return "f32";
+}
+
+LayerPlan default_layer_plan(Precision p) {
+  static const char* kLayers[] = {"conv1a", "conv1b", "conv2a",  "conv2b",  "conv3a",       "conv3b",
+                                  "conv4a", "conv4b", "score_a", "score_b", "descriptor_a", "descriptor_b"};
+  LayerPlan plan;
+  for (const char* l : kLayers) plan[l] = LayerType::F32;
+  if (p == Precision::Fp32) return plan;
+  const LayerType low = p == Precision::Bf16 ? LayerType::Bf16 : LayerType::Int8;
+  for (const char* l : kLayers) plan[l] = low;
+  plan["conv1a"] = LayerType::F32;  // one input channel: the exact plane, 3% of the f32 forward
+  // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
+  // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
+  //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97).
+  //   int8 all-int8 0.9524 / 0.8794; conv1b and conv2a in bf16 0.9760 / 0.9430 (asked: 0.97 / 0.90).
+  // The price: both mixed plans take 1.45-1.6x the all-bf16 / all-int8 forward without AMX (measured), so int8
+  // keeps its integer conv1b where the CPU has no bf16 kernels: there f32 would cost more still (AVX2: int8 must
+  // stay 1.6x faster than fp32).
+  if (p == Precision::Bf16) {
+    for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
+  } else if (util::cpu_features().avx512_bf16) {
+    for (const char* l : {"conv1b", "conv2a"}) plan[l] = LayerType::Bf16;
+  }
+  return plan;
+}
+
+LayerPlan layer_plan(Precision p, const char* override_value) {
+  LayerPlan plan = default_layer_plan(p);
+  if (!override_value || !*override_value) return plan;
+  const std::string v = override_value;
+  std::size_t at = 0;
+  while (at <= v.size()) {
+    const std::size_t end = std::min(v.find(',', at), v.size());
+    const std::string item = v.substr(at, end - at);
+    const std::size_t eq = item.find('=');
+    const std::string layer = item.substr(0, eq), type = eq == std::string::npos ? "" : item.substr(eq + 1);
+    LayerType t;
+    if (type == "f32")
+      t = LayerType::F32;
+    else if (type == "bf16")
+      t = LayerType::Bf16;
+    else if (type == "int8")
+      t = LayerType::Int8;
+    else
+      throw Error(ErrorKind::InvalidArgument,
+                  "SUPERPOINT_RT_LAYER_PRECISION entry \"" + item + "\" is not layer=f32|bf16|int8");
+    if (layer == "*") {
+      for (auto& e : plan) e.second = t;
+    } else if (plan.count(layer)) {
+      plan[layer] = t;
+    } else {
+      throw Error(ErrorKind::InvalidArgument, "SUPERPOINT_RT_LAYER_PRECISION: unknown layer \"" + layer + "\"");
+    }
+    at = end + 1;
+  }
+  plan["conv1a"] = LayerType::F32;
+  return plan;
 }
 
 const char* to_string(ConvAlgo a) noexcept {

@@ -24,6 +24,7 @@
 // calling thread first (the ICV is per thread and the engine may call from different threads).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -31,29 +32,47 @@
 
 namespace superpoint_rt::backend::onednn {
 
-/// Numeric precision of the network. Every mode is deterministic: bit-identical across runs, plans and thread
-/// counts (tests/backend/test_precision.cpp). bf16 and int8 are NOT equal to fp32; bench/fidelity_precision.py
-/// measures how far (keypoint Jaccard, descriptor cosine, RANSAC inlier ratios) and bench_forward --precision the
-/// speed. conv1a (one input channel) stays f32 in all modes: it is 3% of the f32 forward and rounding its input
-/// or weights cost the most fidelity; its output is converted by the next layer's input reorder.
+/// Numeric precision of the network, as the user asks for it. Every mode is deterministic: bit-identical across
+/// runs, plans and thread counts (tests/backend/test_precision.cpp). bf16 and int8 are NOT equal to fp32;
+/// bench/quality.py measures how far by the homography protocol (keypoint F1, homography accuracy, MMA,
+/// repeatability against fp32) and `superpoint-rt bench` the speed. Each is a per-layer plan (LayerPlan below):
 ///   Fp32: float32 everywhere (the exact path, docs/ALGORITHM.md).
-///   Bf16: bfloat16 weights and activations (round-to-nearest-even from f32), f32 accumulation inside oneDNN's
-///         avx512_core_bf16 (or AMX) kernels, f32 bias; the two last 1x1 convolutions write f32 logits /
-///         descriptors into the output buffers. All direct (oneDNN 2.6 has no bf16 Winograd). Needs avx512_bf16.
-///         On the development Xeon (avx512_bf16, no AMX) it is 2.3-2.7x SLOWER than fp32 (its bf16 dot products
-///         do not beat f32 Winograd); it pays only where oneDNN has AMX kernels.
-///   Int8: u8 activations, s8 weights (per-output-channel scales 127 / max|w[o]|), s32 accumulation, f32 bias
-///         folded into the accumulator domain; activation scales 255 / (per-layer max of the fp32 activations over
-///         the calibration planes: BackendOptions::calibration, default three image::synthetic_image frames,
-///         run when the backend is created, about 1.4 s at 2 threads). conv1a sums in f32 and writes u8 itself
-///         (conv1a_u8.hpp). f32 logits / descriptors. Needs AVX-512 (VNNI to be fast): 0.36-0.39x the fp32
-///         forward on the development Xeon (docs/BENCHMARKS.md), but keypoints move (Jaccard ~0.70 vs fp32 on the
-///         golden images).
+///   Bf16: the layers of default_layer_plan in bfloat16 (weights and activations rounded to nearest even, f32
+///         accumulation inside oneDNN's avx512_core_bf16 / AMX kernels, f32 bias), the rest f32. Needs avx512_bf16.
+///   Int8: the int8 layers in u8 activations x s8 weights (per-output-channel scales 127 / max|w[o]|), s32
+///         accumulation, f32 bias folded into the accumulator domain (without VNNI oneDNN's AVX2 / AVX-512 kernels
+///         sum pairs of u8 x s8 products in 16 bits, which saturate only for pairs near 255 x 127: on the golden
+///         icl_250 plane the AVX2 plan stays as close to fp32 as the VNNI one, descriptor cosine mean 0.9933 both,
+///         while 7-bit weights, oneDNN's advice against saturation, cost 0.974); activation scales 255 / (per layer,
+///         the largest over the calibration planes of the 99.99th percentile of the fp32 network's activation:
+///         BackendOptions::calibration, default backend::default_calibration_planes(), run when the backend is
+///         created). Needs AVX2 + FMA (oneDNN has AVX2 u8s8 kernels; VNNI / AMX make them fast).
 enum class Precision { Fp32, Bf16, Int8 };
 const char* to_string(Precision p) noexcept;
 /// "fp32" | "bf16" | "int8". Throws InvalidArgument for any other name (naming it), for "bf16" when
-/// util::cpu_features() lacks avx512_bf16 and for "int8" without AVX-512 (naming the feature).
+/// util::cpu_features() lacks avx512_bf16 and for "int8" without AVX2 + FMA (naming the feature).
 Precision parse_precision(const std::string& name);
+
+/// The type one convolution computes in. conv1a (one input channel, the exact plane) is F32 in every plan; in an
+/// int8 plan whose conv1b is Int8 it writes u8 itself (conv1a_u8.hpp). A layer writes what its consumer reads
+/// (f32, bf16 or u8 at the consumer's scale) where oneDNN can, else f32 and the consumer converts it.
+enum class LayerType { F32, Bf16, Int8 };
+const char* to_string(LayerType t) noexcept;
+
+/// Layer label ("conv1a" ... "conv4b", "score_a", "score_b", "descriptor_a", "descriptor_b") -> its type.
+using LayerPlan = std::map<std::string, LayerType>;
+
+/// The plan of a precision on this CPU (util::cpu_features()), chosen by bench/quality.py and `superpoint-rt
+/// bench` measurements (docs/BENCHMARKS.md, "Mixed plans"; the reasons beside the code):
+///   Fp32  every layer F32.
+///   Bf16  conv1b, conv2a, conv2b F32 (the early layers whose rounding moves keypoints most), the rest Bf16.
+///   Int8  every layer Int8 but conv1a; where the CPU has avx512_bf16, conv1b and conv2a Bf16 (keypoint F1
+///         0.976 / 0.943 against 0.952 / 0.879, at 1.45x the all-int8 forward).
+/// SUPERPOINT_RT_LAYER_PRECISION overrides it for experiments: "conv1b=f32,score_a=bf16", applied in order ("*=int8"
+/// sets every layer; unlisted layers keep the plan; conv1a stays F32); an unknown layer or type throws
+/// InvalidArgument naming it. SUPERPOINT_RT_INT8_CLIP=max|pP does the same for the calibration percentile.
+LayerPlan default_layer_plan(Precision p);
+LayerPlan layer_plan(Precision p, const char* override_value);
 
 enum class ConvAlgo { Direct, Winograd, Auto };
 const char* to_string(ConvAlgo a) noexcept;

@@ -1,0 +1,87 @@
+// bench_match: the parts of the matcher (src/match/) against the GEMM alone, on one pair of random unit descriptors
+// rounded to float16 (as hloc's feature files hold them), interleaved round by round; medians in ms. A finer view
+// than the matching table of `superpoint-rt bench --matching`: the block GEMMs alone and each scan table alone.
+//   gemm        one oneDNN sgemm of the whole n0 x n1 similarity matrix (the floor the issue measures against)
+//   blocks      the matcher's row-block GEMMs alone (no scan)
+//   scan:<isa>  the fused top-2 scan of each kernel table over a precomputed matrix (one thread)
+//   match       superpoint_rt::match (GEMM blocks + scan + hloc's decisions), NN-mutual
+//   bench_match [N0 [N1 [THREADS [ROUNDS]]]]     default 4096 4096 2 7
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "match/gemm.hpp"
+#include "match/kernels.hpp"
+#include "match/matcher.hpp"
+
+namespace {
+
+namespace md = superpoint_rt::matching::detail;
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::size_t n0 = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 4096;
+  const std::size_t n1 = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 4096;
+  const int threads = argc > 3 ? std::atoi(argv[3]) : 2;
+  const int rounds = argc > 4 ? std::atoi(argv[4]) : 7;
+  const int dim = 256;
+  const auto a = md::random_unit_descriptors(n0, dim, 1), b = md::random_unit_descriptors(n1, dim, 2);
+  const superpoint_rt::DescriptorsView va{a.data(), n0, dim, false}, vb{b.data(), n1, dim, false};
+  std::vector<float> c(n0 * n1);
+  md::Matcher matcher(threads);
+  md::Top2 rows, cols;
+  rows.resize(n0);
+  cols.resize(n1);
+  std::map<std::string, std::vector<double>> ms;
+  auto time = [&](const std::string& name, auto&& f) {
+    const auto t0 = Clock::now();
+    f();
+    ms[name].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  };
+  superpoint_rt::MatchOptions opt;
+  opt.threads = threads;
+  for (int r = 0; r < rounds + 1; ++r) {
+    time("gemm", [&] { md::similarity_matrix(va, vb, c.data(), threads); });
+    time("blocks", [&] {
+      const std::size_t mb = std::min(md::block_rows(n1), n0);
+      const std::size_t blocks = (n0 + mb - 1) / mb;
+      std::vector<std::vector<float>> buf(static_cast<std::size_t>(threads), std::vector<float>(mb * n1));
+#pragma omp parallel num_threads(threads)
+      {
+        omp_set_num_threads(1);
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t k = 0; k < blocks; ++k)
+          md::similarity_block(va, k * mb, std::min(mb, n0 - k * mb), vb,
+                               buf[static_cast<std::size_t>(omp_get_thread_num())].data(), n1);
+      }
+    });
+    for (const auto* k : md::available_scans())
+      time(std::string("scan:") + superpoint_rt::util::to_string(k->isa), [&] {
+        md::reset_top2(cols.arrays(), n1);
+        k->scan(c.data(), n1, static_cast<int>(n0), static_cast<int>(n1), 0, rows.arrays(), cols.arrays());
+      });
+    time("match", [&] { (void)matcher.match(va, vb, opt); });
+  }
+  std::printf("pair %zu x %zu, dim %d, %d threads, %d rounds (first dropped), median ms:\n", n0, n1, dim, threads,
+              rounds);
+  const double gemm = median({ms["gemm"].begin() + 1, ms["gemm"].end()});
+  for (auto& [name, v] : ms) {
+    const double m = median({v.begin() + 1, v.end()});
+    std::printf("  %-12s %9.2f   x gemm %.3f\n", name.c_str(), m, m / gemm);
+  }
+  return 0;
+}

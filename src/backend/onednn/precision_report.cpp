@@ -1,0 +1,93 @@
+// precisions_on_this_cpu() / fastest_precision_on_this_cpu() (superpoint.hpp): what each precision of the oneDNN
+// backend gives on this kind of CPU. Whether a precision runs comes from parse_precision (the one rule); the speed
+// and quality figures are measurements, by CPU kind, from docs/BENCHMARKS.md ("Choosing a precision"), where each is
+// reproduced by a command. A kind no session has measured says "expected" and why.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/onednn/onednn_backend.hpp"
+#include "superpoint_rt/errors.hpp"
+#include "superpoint_rt/superpoint.hpp"
+#include "util/cpu.hpp"
+
+namespace superpoint_rt {
+namespace {
+
+// The quality figures of the homography protocol against fp32 on the same images (bench/quality.py --pairs 44
+// --ransac-seeds 10, AMD Zen 4, 2026-12-04; docs/BENCHMARKS.md): top-500 keypoint F1 at 2 px (mean / worst image),
+// the largest difference of MMA@1-5, repeatability and matching score, and of homography accuracy@1-5 (points out
+// of 100; at 44 pairs one pair-draw is 0.23 point and two fp32 engines differ by up to 0.23).
+constexpr const char* kQualityBf16 =
+    "F1@2 0.9962 / 0.9893; MMA, rep, MS within 0.12 pt; HA within 1.6 pt (44 pairs x 10 RANSAC draws)";
+constexpr const char* kQualityInt8Mixed =
+    "F1@2 0.9760 / 0.9430; MMA, rep, MS within 0.51 pt; HA within 2.7 pt (44 pairs x 10 RANSAC draws)";
+constexpr const char* kQualityInt8 =
+    "F1@2 0.9524 / 0.8794 (all-int8 plan); MMA, rep within 0.63 pt, MS 1.07 pt; HA within 2.5 pt (44 pairs x 10 "
+    "RANSAC draws, measured with VNNI; AVX2 gives the same plane-level fidelity)";
+
+struct Speed {
+  double time_vs_fp32;
+  bool measured;
+  const char* basis;
+};
+
+// Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition): medians of
+// `bench_forward --threads 2` with the plans interleaved (docs/BENCHMARKS.md, 2026-12-04, machine loaded by other
+// work: +-10 %).
+Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
+  if (precision == "bf16") {
+    if (f.amx) return {0.74, false, "expected: AMX, from the plan's f32 share (issue 12's simulation estimate)"};
+    return {0.85, true, "measured: AMD Zen 4, AVX-512 BF16 without AMX, fp32 on direct convolutions"};
+  }
+  if (f.amx) return {0.21, false, "expected: AMX, from the plan's bf16 / int8 shares (issue 12's estimate)"};
+  if (f.avx512_bf16) return {0.46, true, "measured: AMD Zen 4, AVX-512 VNNI + BF16 (conv1b, conv2a in bf16)"};
+  if (f.avx512() && f.avx512_vnni)
+    return {0.31, false, "expected: the all-int8 plan measured 0.31 on AMD Zen 4 with the same VNNI kernels"};
+  if (f.avx512()) return {0.58, false, "expected: as AVX2, u8 x s8 without VNNI"};
+  return {0.58, true, "measured: AMD Zen 4 capped to AVX2 (SUPERPOINT_RT_ISA=avx2)"};
+}
+
+}  // namespace
+
+std::vector<PrecisionReport> precisions_on_this_cpu() {
+  const util::CpuFeatures& f = util::cpu_features();
+  std::vector<PrecisionReport> out;
+  for (const char* name : {"fp32", "bf16", "int8"}) {
+    PrecisionReport r;
+    r.precision = name;
+    try {
+      (void)backend::onednn::parse_precision(name);
+      r.runs = true;
+    } catch (const Error& e) {
+      r.basis = e.what();  // names the missing unit
+    }
+    if (r.precision == "fp32") {
+      r.time_vs_fp32 = 1;
+      r.measured = true;
+      r.basis = "the exact path";
+      r.quality = "exact: bit-identical with the PyTorch reference";
+    } else if (r.runs) {
+      const Speed s = speed_of(r.precision, f);
+      r.time_vs_fp32 = s.time_vs_fp32;
+      r.measured = s.measured;
+      r.basis = s.basis;
+      r.quality = r.precision == "bf16" ? kQualityBf16 : f.avx512_bf16 ? kQualityInt8Mixed : kQualityInt8;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string fastest_precision_on_this_cpu() {
+  std::string best = "fp32";
+  double best_time = 1;
+  for (const PrecisionReport& r : precisions_on_this_cpu())
+    if (r.runs && r.time_vs_fp32 > 0 && r.time_vs_fp32 < best_time) {
+      best = r.precision;
+      best_time = r.time_vs_fp32;
+    }
+  return best;
+}
+
+}  // namespace superpoint_rt

@@ -1,0 +1,56 @@
+// Internal: the fused row + column top-2 scan of a block of similarities, per instruction-set level.
+//
+// The matcher (matcher.cpp) computes the similarity matrix in blocks of rows with a oneDNN GEMM; each block is scanned
+// once, while it is in cache, for both directions of hloc's find_nn: every row's best and second-best similarity
+// (complete, since a block holds whole rows) and every column's running best / second best over the rows seen so far.
+//
+// One table per translation unit (scan_scalar.cpp: the plain reference; scan_avx2.cpp, scan_avx512.cpp: compiled
+// with those ISA flags only, cmake/Warnings.cmake). The ISA files take raw pointers and instantiate no std::
+// templates (see src/post/kernels.hpp for why). Every table gives the same bits as the reference for all inputs
+// without NaN (tests/match/test_match_kernels.cpp): the best value and index, ties to the lowest index, and the
+// second-best value (the second of the multiset: equal to the best when the best occurs twice).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "util/cpu.hpp"
+
+namespace superpoint_rt::matching::detail {
+
+/// Running top-2 of a set of similarities: `best` at `index` (the lowest index among equal bests), `second` the
+/// second largest of the multiset. Empty: best = second = -inf, index = 0.
+struct Top2Arrays {
+  float* best;
+  float* second;
+  std::int32_t* index;
+};
+
+struct ScanKernels {
+  util::Isa isa;
+  /// Scans rows [0, m) x columns [0, n) of `c` (row stride ldc floats; m, n >= 1). Rows: rows.{best, second,
+  /// index}[r] = the top-2 of row r over the n columns (column indices). Columns: cols.{...}[j] is updated with the
+  /// rows in increasing r, whose index is row0 + r; a value must be strictly greater to replace the best, so an
+  /// earlier row keeps a tie. NaN similarities are never taken (the result is then valid but unspecified).
+  void (*scan)(const float* c, std::size_t ldc, int m, int n, std::int32_t row0, Top2Arrays rows, Top2Arrays cols);
+};
+
+extern const ScanKernels kScalarScan;
+extern const ScanKernels kAvx2Scan;
+extern const ScanKernels kAvx512Scan;
+
+/// The table for util::best_isa() (SUPERPOINT_RT_ISA caps it).
+const ScanKernels& best_scan();
+/// Every table this CPU can run (after the SUPERPOINT_RT_ISA cap), scalar first; for tests and benchmarks.
+std::vector<const ScanKernels*> available_scans();
+
+/// Fills n entries with the empty state (-inf, -inf, 0).
+void reset_top2(Top2Arrays t, std::size_t n) noexcept;
+
+/// Merges the running column state `other` (rows of another set) into `into`, columns [0, n): the larger best wins,
+/// an equal best goes to the lower row index; second = the second largest of the four values. The result is that
+/// of one scan over both row sets in increasing row order.
+void merge_top2(Top2Arrays into, Top2Arrays other, std::size_t n) noexcept;
+
+}  // namespace superpoint_rt::matching::detail

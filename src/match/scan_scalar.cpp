@@ -1,0 +1,88 @@
+// The reference scan (kernels.hpp): one similarity at a time, in increasing column order within a row and increasing
+// row order, exactly the rule of the header. Also the dispatch and the small helpers every table shares.
+#include <limits>
+
+#include "match/kernels.hpp"
+
+namespace superpoint_rt::matching::detail {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+void scan_scalar(const float* c, std::size_t ldc, int m, int n, std::int32_t row0, Top2Arrays rows, Top2Arrays cols) {
+  for (int r = 0; r < m; ++r) {
+    const float* row = c + static_cast<std::size_t>(r) * ldc;
+    float b1 = kNegInf, b2 = kNegInf;
+    std::int32_t i1 = 0;
+    const std::int32_t ri = row0 + r;
+    for (int j = 0; j < n; ++j) {
+      const float s = row[j];
+      if (s > b1) {
+        b2 = b1;
+        b1 = s;
+        i1 = j;
+      } else if (s > b2) {
+        b2 = s;
+      }
+      if (s > cols.best[j]) {
+        cols.second[j] = cols.best[j];
+        cols.best[j] = s;
+        cols.index[j] = ri;
+      } else if (s > cols.second[j]) {
+        cols.second[j] = s;
+      }
+    }
+    rows.best[r] = b1;
+    rows.second[r] = b2;
+    rows.index[r] = i1;
+  }
+}
+
+}  // namespace
+
+const ScanKernels kScalarScan{util::Isa::Scalar, scan_scalar};
+
+const ScanKernels& best_scan() {
+  static const ScanKernels* const k = [] {
+    switch (util::best_isa()) {
+      case util::Isa::Avx512: return &kAvx512Scan;
+      case util::Isa::Avx2: return &kAvx2Scan;
+      case util::Isa::Scalar: break;
+    }
+    return &kScalarScan;
+  }();
+  return *k;
+}
+
+std::vector<const ScanKernels*> available_scans() {
+  std::vector<const ScanKernels*> v{&kScalarScan};
+  const util::Isa best = util::best_isa();
+  if (best == util::Isa::Avx2 || best == util::Isa::Avx512) v.push_back(&kAvx2Scan);
+  if (best == util::Isa::Avx512) v.push_back(&kAvx512Scan);
+  return v;
+}
+
+void reset_top2(Top2Arrays t, std::size_t n) noexcept {
+  for (std::size_t j = 0; j < n; ++j) {
+    t.best[j] = kNegInf;
+    t.second[j] = kNegInf;
+    t.index[j] = 0;
+  }
+}
+
+void merge_top2(Top2Arrays into, Top2Arrays other, std::size_t n) noexcept {
+  for (std::size_t j = 0; j < n; ++j) {
+    const float a1 = into.best[j], a2 = into.second[j], b1 = other.best[j], b2 = other.second[j];
+    const bool take = b1 > a1 || (b1 == a1 && other.index[j] < into.index[j]);
+    // The second of {a1, a2, b1, b2} with a1 >= a2, b1 >= b2: the larger of the losing best and the two seconds.
+    const float lose = take ? a1 : b1;
+    const float sec = a2 > b2 ? a2 : b2;
+    into.second[j] = lose > sec ? lose : sec;
+    if (take) {
+      into.best[j] = b1;
+      into.index[j] = other.index[j];
+    }
+  }
+}
+
+}  // namespace superpoint_rt::matching::detail

@@ -1,0 +1,111 @@
+#include "util/hdf5.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "superpoint_rt/errors.hpp"
+#include "util/file.hpp"
+
+namespace superpoint_rt::util::h5 {
+namespace {
+
+/// HDF5 prints its error stack to stderr by default; we report our own errors with the file name instead.
+void quiet() {
+  static std::atomic<bool> done{false};
+  if (!done.exchange(true)) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+herr_t visit_cb(hid_t, const char* name, const H5O_info_t* info, void* data) {
+  if (info->type == H5O_TYPE_DATASET) {
+    const std::string n = name;
+    const auto slash = n.rfind('/');
+    static_cast<std::set<std::string>*>(data)->insert(slash == std::string::npos ? "" : n.substr(0, slash));
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::recursive_mutex& lock() {
+  static std::recursive_mutex m;
+  return m;
+}
+
+void io_error(const std::string& what, const std::string& path) {
+  throw Error(ErrorKind::Io, what + ": " + path);
+}
+
+void check(herr_t r, const std::string& what, const std::string& path) {
+  if (r < 0) io_error(what, path);
+}
+
+Hid open_file(const std::string& path, unsigned flags) {
+  quiet();
+  Hid f(H5Fopen(path.c_str(), flags, H5P_DEFAULT), H5Fclose);
+  if (!f.ok()) io_error("cannot open HDF5 file (missing, not HDF5, or damaged)", path);
+  return f;
+}
+
+Hid create_file(const std::string& path) {
+  quiet();
+  Hid f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!f.ok()) io_error("cannot create HDF5 file", path);
+  return f;
+}
+
+hid_t make_f16_type() {
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, 10, 5, 0, 10);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, 15);
+  return t;
+}
+
+void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_type, const std::vector<hsize_t>& dims,
+                   const void* data, const std::string& where) {
+  Hid space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  Hid ds(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) io_error(std::string("cannot create dataset ") + name, where);
+  hsize_t n = 1;
+  for (auto d : dims) n *= d;
+  if (n) check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "cannot write", where);
+}
+
+std::vector<std::string> dataset_parents(hid_t file, const std::string& path) {
+  std::set<std::string> names;
+  check(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, &names, H5O_INFO_BASIC), "cannot list", path);
+  names.erase("");  // datasets at the root belong to no image
+  return {names.begin(), names.end()};
+}
+
+std::string write_part_file(const std::string& dir, std::size_t seq,
+                            const std::function<void(hid_t, const std::string&)>& fill) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) io_error("cannot create folder (" + ec.message() + ")", dir);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  std::ostringstream base;
+  base << dir << "/part-" << std::chrono::duration_cast<std::chrono::microseconds>(now).count() << "-" << ::getpid()
+       << "-" << seq;
+  const std::string tmp = base.str() + ".h5.tmp", final_path = base.str() + ".h5";
+  {
+    Hid f = create_file(tmp);
+    fill(f.get(), tmp);
+    check(f.close(), "cannot close", tmp);
+  }
+  util::rename_into_place(tmp, final_path);
+  return final_path;
+}
+
+Hid intermediate_groups() {
+  Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  return lcpl;
+}
+
+}  // namespace superpoint_rt::util::h5

@@ -1,0 +1,315 @@
+// The matcher's kernels (src/match/): every scan table this CPU runs against the scalar reference, the oneDNN GEMM
+// against the plain reference, the threaded matcher against the single-threaded reference path, on random and
+// awkward shapes (1-3 points, lengths around the vector widths, ties, infinities). ctest also runs this program under
+// SUPERPOINT_RT_ISA=avx2 and =scalar (with oneDNN capped likewise: ONEDNN_MAX_CPU_ISA), so that the public dispatch
+// takes every path this machine has.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "match/gemm.hpp"
+#include "match/kernels.hpp"
+#include "match/matcher.hpp"
+#include "superpoint_rt/errors.hpp"
+#include "superpoint_rt/match.hpp"
+
+namespace md = superpoint_rt::matching::detail;
+using superpoint_rt::DescriptorsView;
+using superpoint_rt::MatchOptions;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Values k / 4 with k in [-lo, hi]: many exact ties, and every product and sum of up to 2^20 terms exact in float32.
+std::vector<float> dyadic(std::size_t n, unsigned seed, int lo = 4, int hi = 4) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(-lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(d(rng)) / 4.0f;
+  return v;
+}
+
+std::vector<float> gaussian(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g;
+  std::vector<float> v(n);
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct Scan {
+  md::Top2 rows, cols;
+};
+
+Scan run_scan(const md::ScanKernels& k, const std::vector<float>& c, int m, int n, std::size_t ld, int split) {
+  Scan s;
+  s.rows.resize(static_cast<std::size_t>(m));
+  s.cols.resize(static_cast<std::size_t>(n));
+  md::reset_top2(s.cols.arrays(), static_cast<std::size_t>(n));
+  // Two calls (rows [0, split) then [split, m)) continue the same column state, as successive blocks do.
+  for (int r0 = 0; r0 < m;) {
+    const int mm = r0 == 0 && split > 0 && split < m ? split : m - r0;
+    const md::Top2Arrays out{s.rows.best.data() + r0, s.rows.second.data() + r0, s.rows.index.data() + r0};
+    k.scan(c.data() + static_cast<std::size_t>(r0) * ld, ld, mm, n, r0, out, s.cols.arrays());
+    r0 += mm;
+  }
+  return s;
+}
+
+void expect_same(const md::Top2& a, const md::Top2& b, const std::string& what) {
+  EXPECT_TRUE(same_bits(a.best, b.best)) << what << " best";
+  EXPECT_TRUE(same_bits(a.second, b.second)) << what << " second";
+  EXPECT_EQ(a.index, b.index) << what << " index";
+}
+
+}  // namespace
+
+TEST(MatchScan, EveryTableEqualsTheReferenceOnAwkwardShapes) {
+  const int ms[] = {1, 2, 3, 4, 5, 7, 9, 16, 17, 33};
+  const int ns[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100};
+  const auto tables = md::available_scans();
+  ASSERT_FALSE(tables.empty());
+  unsigned seed = 1;
+  for (int m : ms)
+    for (int n : ns)
+      for (int variant = 0; variant < 3; ++variant) {
+        const std::size_t ld = static_cast<std::size_t>(n) + (variant == 2 ? 5 : 0);
+        // variant 0: few distinct values (ties everywhere); 1: Gaussian; 2: with infinities, padded rows.
+        std::vector<float> c = variant == 0 ? dyadic(m * ld, seed++, 1, 1) : gaussian(m * ld, seed++);
+        if (variant == 2)
+          for (std::size_t i = 0; i < c.size(); i += 7) c[i] = (i / 7) % 2 ? -kInf : kInf;
+        const Scan ref = run_scan(md::kScalarScan, c, m, n, ld, m / 2);
+        for (const auto* k : tables) {
+          const Scan got = run_scan(*k, c, m, n, ld, m / 2);
+          const std::string what = std::string(superpoint_rt::util::to_string(k->isa)) + " m=" + std::to_string(m) +
+                                   " n=" + std::to_string(n) + " variant " + std::to_string(variant);
+          expect_same(got.rows, ref.rows, what + " rows");
+          expect_same(got.cols, ref.cols, what + " cols");
+        }
+      }
+}
+
+TEST(MatchScan, ReferenceKeepsTheLowestIndexAndTheSecondOfTheMultiset) {
+  // Row 0: 0.5 at columns 1 and 3 -> best 0.5 at 1, second 0.5. Row 1: all -inf -> best -inf at 0.
+  const std::vector<float> c{0.1f, 0.5f, 0.2f, 0.5f, -kInf, -kInf, -kInf, -kInf};
+  const Scan s = run_scan(md::kScalarScan, c, 2, 4, 4, 0);
+  EXPECT_EQ(s.rows.best[0], 0.5f);
+  EXPECT_EQ(s.rows.second[0], 0.5f);
+  EXPECT_EQ(s.rows.index[0], 1);
+  EXPECT_EQ(s.rows.best[1], -kInf);
+  EXPECT_EQ(s.rows.index[1], 0);
+  // Column 1: 0.5 (row 0) and -inf: best at 0, second -inf.
+  EXPECT_EQ(s.cols.best[1], 0.5f);
+  EXPECT_EQ(s.cols.second[1], -kInf);
+  EXPECT_EQ(s.cols.index[1], 0);
+}
+
+TEST(MatchScan, NanIsNeverTaken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto* k : md::available_scans()) {
+    std::vector<float> c(3 * 20, 0.25f);
+    c[5] = nan;
+    c[20 + 5] = 0.75f;
+    const Scan s = run_scan(*k, c, 3, 20, 20, 0);
+    EXPECT_EQ(s.rows.index[0], 0);
+    EXPECT_EQ(s.rows.best[0], 0.25f);
+    EXPECT_EQ(s.cols.best[5], 0.75f);
+    EXPECT_EQ(s.cols.index[5], 1);
+    EXPECT_EQ(s.cols.second[5], 0.25f);
+  }
+}
+
+TEST(MatchScan, MergeEqualsOneScanWhateverTheRowSplit) {
+  const int m = 37, n = 29;
+  const auto c = dyadic(static_cast<std::size_t>(m) * n, 7, 1, 1);  // ties between the two row sets
+  const Scan whole = run_scan(md::kScalarScan, c, m, n, n, 0);
+  // Rows in blocks of 5 dealt alternately to two states (as two threads take blocks), merged in either order.
+  for (int first = 0; first < 2; ++first) {
+    md::Top2 st[2];
+    for (auto& s : st) {
+      s.resize(n);
+      md::reset_top2(s.arrays(), n);
+    }
+    md::Top2 rows;
+    rows.resize(m);
+    for (int r0 = 0, blk = 0; r0 < m; r0 += 5, ++blk) {
+      const int mm = std::min(5, m - r0);
+      const md::Top2Arrays out{rows.best.data() + r0, rows.second.data() + r0, rows.index.data() + r0};
+      md::kScalarScan.scan(c.data() + static_cast<std::size_t>(r0) * n, n, mm, n, r0, out, st[blk % 2].arrays());
+    }
+    md::merge_top2(st[first].arrays(), st[1 - first].arrays(), n);
+    expect_same(st[first], whole.cols, "merged cols, first " + std::to_string(first));
+    expect_same(rows, whole.rows, "rows");
+  }
+}
+
+TEST(MatchGemm, EqualsTheReferenceExactlyOnDyadicValuesInEveryLayout) {
+  const int dims[] = {1, 3, 64, 256};
+  const std::size_t sizes[][2] = {{1, 1}, {1, 5}, {3, 1}, {17, 33}, {70, 9}};
+  unsigned seed = 11;
+  for (int dim : dims)
+    for (const auto& sz : sizes)
+      for (int layout = 0; layout < 4; ++layout) {
+        const std::size_t n0 = sz[0], n1 = sz[1];
+        const auto a = dyadic(n0 * dim, seed++), b = dyadic(n1 * dim, seed++);
+        const DescriptorsView va{a.data(), n0, dim, (layout & 1) != 0}, vb{b.data(), n1, dim, (layout & 2) != 0};
+        const std::size_t row0 = n0 > 2 ? 1 : 0, m = n0 - row0, ld = n1 + 3;
+        std::vector<float> got(m * ld, -1.0f), want(m * ld, -1.0f);
+        md::similarity_block(va, row0, m, vb, got.data(), ld);
+        md::similarity_block_reference(va, row0, m, vb, want.data(), ld);
+        for (std::size_t r = 0; r < m; ++r)
+          for (std::size_t j = 0; j < n1; ++j)
+            ASSERT_EQ(got[r * ld + j], want[r * ld + j])
+                << "dim " << dim << " n0 " << n0 << " n1 " << n1 << " layout " << layout << " at " << r << "," << j;
+      }
+}
+
+namespace {
+
+void expect_same_matches(const superpoint_rt::Matches& got, const superpoint_rt::Matches& want,
+                         const std::string& what) {
+  EXPECT_EQ(got.matches0, want.matches0) << what;
+  EXPECT_TRUE(same_bits(got.scores0, want.scores0)) << what << " scores";
+}
+
+}  // namespace
+
+TEST(Matcher, EqualsTheReferencePathForEveryThreadCountShapeAndConf) {
+  const std::size_t sizes[] = {0, 1, 2, 3, 17, 129, 300};
+  std::vector<MatchOptions> confs;
+  for (const auto& c : superpoint_rt::match_confs()) confs.push_back(c.options);
+  confs.push_back({0.8, 0.7, false, 0});
+  confs.push_back({0.5, 0.0, false, 0});
+  unsigned seed = 21;
+  const int dim = 8;  // few dims, few values: many exact ties of similarity
+  for (std::size_t n0 : sizes)
+    for (std::size_t n1 : sizes) {
+      const auto a = dyadic(n0 * dim, seed++, 2, 2), b = dyadic(n1 * dim, seed++, 2, 2);
+      const DescriptorsView va{a.data(), n0, dim, false}, vb{b.data(), n1, dim, true};
+      for (std::size_t ci = 0; ci < confs.size(); ++ci) {
+        const auto want = md::match_reference(va, vb, confs[ci]);
+        ASSERT_EQ(want.matches0.size(), n0);
+        for (int threads : {1, 2, 3}) {
+          MatchOptions o = confs[ci];
+          o.threads = threads;
+          expect_same_matches(superpoint_rt::match(va, vb, o), want,
+                              "n0 " + std::to_string(n0) + " n1 " + std::to_string(n1) + " conf " + std::to_string(ci) +
+                                  " threads " + std::to_string(threads));
+        }
+      }
+    }
+}
+
+TEST(Matcher, TheThreadCountNeverChangesTheResultOnRealValuedData) {
+  // More rows than one block holds, so that blocks are dealt to threads; Gaussian values, where the GEMM's summation
+  // order matters: the blocks do not depend on the thread count, so neither do the similarities.
+  const std::size_t n1 = 2000, n0 = md::block_rows(n1) * 3 + 5;
+  const int dim = 32;
+  const auto a = gaussian(n0 * dim, 5), b = gaussian(n1 * dim, 6);
+  for (int layout = 0; layout < 4; ++layout) {
+    const DescriptorsView va{a.data(), n0, dim, (layout & 1) != 0}, vb{b.data(), n1, dim, (layout & 2) != 0};
+    MatchOptions one;
+    one.threads = 1;
+    const auto base = superpoint_rt::match(va, vb, one);
+    EXPECT_GT(base.count(), 0u);
+    for (int threads : {2, 4}) {
+      MatchOptions o;
+      o.threads = threads;
+      expect_same_matches(superpoint_rt::match(va, vb, o), base,
+                          "layout " + std::to_string(layout) + " threads " + std::to_string(threads));
+    }
+  }
+}
+
+TEST(Matcher, HlocSemantics) {
+  // Unit vectors in 2-D: a0 = (1, 0), a1 = (0, 1); b0 = (1, 0), b1 = (0.6, 0.8), b2 = (0, 1).
+  const std::vector<float> a{1, 0, 0, 1}, b{1, 0, 0.6f, 0.8f, 0, 1};
+  const DescriptorsView va{a.data(), 2, 2, false}, vb{b.data(), 3, 2, false};
+  auto m = superpoint_rt::match(va, vb, {});
+  EXPECT_EQ(m.matches0, (std::vector<std::int32_t>{0, 2}));
+  EXPECT_EQ(m.scores0, (std::vector<float>{1.0f, 1.0f}));  // (sim + 1) / 2
+  EXPECT_EQ(m.count(), 2u);
+  // Ratio 0.8: a1's best (b2, d = 0) passes; a0's best is b0 (d = 0): passes too.
+  m = superpoint_rt::match(va, vb, {0.8, 0.0, true, 0});
+  EXPECT_EQ(m.matches0, (std::vector<std::int32_t>{0, 2}));
+  // Distance 0.1 with a1 moved off: a = (1, 0), (0.8, 0.6): a1's best is b1 (sim 0.96, d^2 = 0.08 <= 0.01? no).
+  const std::vector<float> a2{1, 0, 0.8f, 0.6f};
+  const DescriptorsView va2{a2.data(), 2, 2, false};
+  m = superpoint_rt::match(va2, vb, {0.0, 0.1, false, 0});
+  EXPECT_EQ(m.matches0[0], 0);
+  EXPECT_EQ(m.matches0[1], -1);
+  EXPECT_EQ(m.scores0[1], 0.0f);
+  // The mutual check leaves the score: without a threshold, a1' = (0.8, 0.6) -> b1 (sim 0.96), and b1's best is...
+  // a1' too (0.96 > 0.6): mutual. Put a third vector closer to b1 so that a1' loses the check.
+  const std::vector<float> a3{1, 0, 0.8f, 0.6f, 0.6f, 0.8f};
+  const DescriptorsView va3{a3.data(), 3, 2, false};
+  m = superpoint_rt::match(va3, vb, {});
+  EXPECT_EQ(m.matches0[1], -1);                          // b1's nearest is a3[2]
+  EXPECT_FLOAT_EQ(m.scores0[1], (0.96f + 1.0f) / 2.0f);  // hloc keeps the score
+  EXPECT_EQ(m.matches0[2], 1);
+  // One descriptor on a side: the ratio test is off (hloc), so a ratio that rejects everything still matches.
+  const DescriptorsView one{b.data() + 2, 1, 2, false};
+  m = superpoint_rt::match(va3, one, {0.01, 0.0, false, 0});
+  EXPECT_EQ(m.matches0, (std::vector<std::int32_t>{0, 0, 0}));
+  // No descriptors: n0 entries of -1 and 0.
+  const DescriptorsView none{nullptr, 0, 2, false};
+  m = superpoint_rt::match(va3, none, {});
+  EXPECT_EQ(m.matches0, (std::vector<std::int32_t>{-1, -1, -1}));
+  EXPECT_EQ(m.scores0, (std::vector<float>{0, 0, 0}));
+  EXPECT_TRUE(superpoint_rt::match(none, va3, {}).matches0.empty());
+}
+
+TEST(Matcher, RefusesBadInputsByName) {
+  const std::vector<float> a{1, 0};
+  const DescriptorsView va{a.data(), 1, 2, false}, vb{a.data(), 2, 1, false};
+  auto msg = [&](auto&& f) {
+    try {
+      f();
+    } catch (const superpoint_rt::Error& e) {
+      EXPECT_EQ(e.kind(), superpoint_rt::ErrorKind::InvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg([&] { superpoint_rt::match(va, vb); }).find("different dims"), std::string::npos);
+  EXPECT_NE(msg([&] {
+              superpoint_rt::match(va, DescriptorsView{nullptr, 3, 2, false});
+            }).find("no data"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { superpoint_rt::match(va, va, {std::nan(""), 0, true, 0}); }).find("ratio"), std::string::npos);
+  EXPECT_NE(msg([&] { superpoint_rt::match(va, va, {0, 2.5, true, 0}); }).find("distance: 2.5"), std::string::npos);
+  superpoint_rt::Features f;  // no descriptors
+  EXPECT_NE(msg([&] { superpoint_rt::match(f, f); }).find("no descriptors"), std::string::npos);
+}
+
+TEST(MatchParams, ConfsOverridesAndTextForms) {
+  superpoint_rt::MatchParams p;
+  auto o = superpoint_rt::resolve(p);
+  EXPECT_EQ(o.ratio_threshold, 0.0);
+  EXPECT_TRUE(o.mutual_check);
+  p.conf = "NN-ratio";
+  EXPECT_EQ(superpoint_rt::resolve(p).ratio_threshold, 0.8);
+  superpoint_rt::set_match_param_text(p, "ratio", "0.9");
+  superpoint_rt::set_match_param_text(p, "mutual", "false");
+  o = superpoint_rt::resolve(p);
+  EXPECT_EQ(o.ratio_threshold, 0.9);
+  EXPECT_FALSE(o.mutual_check);
+  superpoint_rt::set_match_param_text(p, "conf", "NN-superpoint");
+  EXPECT_EQ(superpoint_rt::resolve(p).distance_threshold, 0.7);
+  for (const char* bad : {"0x1p-3", " 0.5", "+0.5", "nan", "1.5", "-0.1", ""})
+    EXPECT_THROW(superpoint_rt::set_match_param_text(p, "ratio", bad), superpoint_rt::Error) << bad;
+  EXPECT_THROW(superpoint_rt::set_match_param_text(p, "conf", "superglue"), superpoint_rt::Error);
+  EXPECT_THROW(superpoint_rt::set_match_param_text(p, "mutual", "maybe"), superpoint_rt::Error);
+  EXPECT_THROW(superpoint_rt::set_match_param_text(p, "epsilon", "1"), superpoint_rt::Error);
+  EXPECT_THROW(superpoint_rt::set_match_param(p, "ratio", superpoint_rt::ParamValue{true}), superpoint_rt::Error);
+}

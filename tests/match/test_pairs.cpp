@@ -1,0 +1,111 @@
+// Pair lists (src/match/pairs.cpp): hloc's pairs.txt reading rules (parse_retrieval in text mode: lines end at '\n',
+// "\r\n" or '\r', empty lines skipped, exactly two names split at any of Python's whitespace), the limits, writing,
+// the generators and names_to_pair.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/test_util.hpp"
+#include "superpoint_rt/errors.hpp"
+#include "superpoint_rt/match.hpp"
+#include "util/file.hpp"
+
+namespace sp = superpoint_rt;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    sp::parse_pairs(text, "p.txt");
+  } catch (const sp::Error& e) {
+    EXPECT_EQ(e.kind(), sp::ErrorKind::InvalidArgument);
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Pairs, ParseFollowsHlocsParseRetrieval) {
+  using P = std::vector<sp::ImagePair>;
+  EXPECT_EQ(sp::parse_pairs(""), P{});
+  EXPECT_EQ(sp::parse_pairs("\n\n"), P{});
+  EXPECT_EQ(sp::parse_pairs("a b"), (P{{"a", "b"}}));
+  EXPECT_EQ(sp::parse_pairs("a b\r\n\n c\td \n"), (P{{"a", "b"}, {"c", "d"}}));
+  // Python's universal newlines: a lone '\r' ends a line too (old Mac files), "\r\n" is one line end.
+  EXPECT_EQ(sp::parse_pairs("a b\rc d\r\re f\r\ng h\r"), (P{{"a", "b"}, {"c", "d"}, {"e", "f"}, {"g", "h"}}));
+  // \v \f \x1c-\x1f and Unicode spaces (U+00A0, U+2003, U+3000) separate names too, as Python's str.split().
+  EXPECT_EQ(sp::parse_pairs("a\x0b"
+                            "b\nc\x1f"
+                            "d\ne\xc2\xa0"
+                            "f\ng\xe2\x80\x83h\ni\xe3\x80\x80j"),
+            (P{{"a", "b"}, {"c", "d"}, {"e", "f"}, {"g", "h"}, {"i", "j"}}));
+  // Other UTF-8 stays part of a name.
+  EXPECT_EQ(sp::parse_pairs("caf\xc3\xa9.jpg x/y.png"), (P{{"caf\xc3\xa9.jpg", "x/y.png"}}));
+  // Repeats are kept by the parser (unique_pairs drops them).
+  EXPECT_EQ(sp::parse_pairs("a b\na b\nb a").size(), 3u);
+}
+
+TEST(Pairs, ParseErrorsNameTheLineAndTheRule) {
+  EXPECT_NE(error_of("a b\nc\n").find("p.txt: line 2: one name"), std::string::npos);
+  EXPECT_NE(error_of("a b\n \t \n").find("line 2: only whitespace"), std::string::npos);
+  EXPECT_NE(error_of("a b c").find("line 1: more than two names"), std::string::npos);
+  EXPECT_NE(error_of("a b\r\nc d\re\r\n").find("line 3: one name"), std::string::npos);
+  EXPECT_NE(error_of("a " + std::string(sp::kMaxPairNameBytes + 1, 'x')).find("bytes (at most 4096)"),
+            std::string::npos);
+  EXPECT_EQ(sp::parse_pairs("a " + std::string(sp::kMaxPairNameBytes, 'x')).size(), 1u);
+}
+
+TEST(Pairs, UniquePairsKeepsTheFirstOrientation) {
+  const std::vector<sp::ImagePair> in{{"a", "b"}, {"b", "a"}, {"a", "c"}, {"a", "b"}, {"c", "c"}, {"c", "c"}};
+  EXPECT_EQ(sp::unique_pairs(in), (std::vector<sp::ImagePair>{{"a", "b"}, {"a", "c"}, {"c", "c"}}));
+}
+
+TEST(Pairs, Generators) {
+  const std::vector<std::string> names{"0", "1", "2", "3", "4", "5"};
+  const auto ex = sp::pairs_exhaustive(names);
+  ASSERT_EQ(ex.size(), 15u);
+  EXPECT_EQ(ex.front(), (sp::ImagePair{"0", "1"}));
+  EXPECT_EQ(ex[5], (sp::ImagePair{"1", "2"}));
+  EXPECT_TRUE(sp::pairs_exhaustive(std::vector<std::string>{"a"}).empty());
+  // window 1 + quadratic: (i, i+1) and (i, i+2); key frames every 3: (0, 3) added.
+  const auto seq = sp::pairs_sequential(names, 1, true, 3);
+  EXPECT_EQ(seq, (std::vector<sp::ImagePair>{{"0", "1"},
+                                             {"0", "2"},
+                                             {"1", "2"},
+                                             {"1", "3"},
+                                             {"2", "3"},
+                                             {"2", "4"},
+                                             {"3", "4"},
+                                             {"3", "5"},
+                                             {"4", "5"},
+                                             {"0", "3"}}));
+  EXPECT_THROW(sp::pairs_sequential(names, 0), sp::Error);
+  EXPECT_THROW(sp::pairs_sequential(names, 1, false, -1), sp::Error);
+  // A window longer than the sequence: everything once.
+  EXPECT_EQ(sp::pairs_sequential(names, 100, true, 1).size(), 15u);
+}
+
+TEST(Pairs, WriteIsHlocsFormatAndRefusesWhatItCannotReadBack) {
+  sprt_test::TempDir dir;
+  const std::string p = dir.file("pairs.txt");
+  sp::write_pairs(p, std::vector<sp::ImagePair>{{"a/x.jpg", "b.jpg"}, {"c.jpg", "d.jpg"}});
+  EXPECT_EQ(sp::util::read_text_file(p, 1 << 20), "a/x.jpg b.jpg\nc.jpg d.jpg");  // no newline after the last
+  EXPECT_EQ(sp::read_pairs(p).size(), 2u);
+  EXPECT_THROW(sp::write_pairs(p, std::vector<sp::ImagePair>{{"a b.jpg", "c.jpg"}}), sp::Error);
+  EXPECT_THROW(sp::write_pairs(p, std::vector<sp::ImagePair>{{"", "c.jpg"}}), sp::Error);
+  EXPECT_EQ(sp::read_pairs(p).size(), 2u);  // a refused write leaves the old file
+  try {
+    sp::read_pairs(dir.file("none.txt"));
+    FAIL() << "no error";
+  } catch (const sp::Error& e) {
+    EXPECT_EQ(e.kind(), sp::ErrorKind::NotFound);
+  }
+}
+
+TEST(Pairs, NamesToPairIsHlocs) {
+  EXPECT_EQ(sp::names_to_pair("db/a.jpg", "q/b/c.jpg"), "db-a.jpg/q-b-c.jpg");
+  EXPECT_EQ(sp::names_to_pair("a.jpg", "b.jpg", "_"), "a.jpg_b.jpg");
+}

@@ -124,6 +124,7 @@ struct Step {
   const char* label = nullptr;        // conv layer whose f32 output int8 calibration records (else nullptr)
   memory out;                         // that output
   std::function<void()> fn = {};      // run instead of `prim` when set (our own kernels)
+  int threads = 0;                    // OpenMP threads `prim` was created for and runs on (0 = the executor's)
 };
 
 // Per-layer maximum of the fp32 activations (after bias + ReLU), keyed by layer label ("conv1a" ... "conv4b",
@@ -375,30 +376,37 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
                                : algo == ConvAlgo::Auto   ? dnnl::algorithm::convolution_auto
                                                           : dnnl::algorithm::convolution_direct;
   std::string used = to_string(algo);
+  // Which f32 Winograd kernel oneDNN 2.6 picks depends on the thread count at creation: F(2x2, 3x3)
+  // (jit_fp32_wino_2x3) only while the layer's input fits a cache budget that grows with the threads, else F(4x4, 3x3)
+  // (jit_wino_4x3); the two round differently. Each kernel on its own gives the same bits at every thread count
+  // (measured on AMD Zen 4 for every SuperPoint layer shape at frames from 52x76 to 1600x1200, 1 to 32 threads,
+  // tests/backend: Precision.*AcrossRunsPlansAndThreadCounts). So the kernel is the one oneDNN picks at ONE thread,
+  // whatever the thread count: it is created (and run, Step::threads) at the largest thread count <= threads_ at
+  // which oneDNN still picks it. F(4x4, 3x3) gives way to F(2x2, 3x3) only for small layers (e.g. conv1b at
+  // 104x152 from 3 threads on Zen 4), which then run on fewer threads; at 640x480 every layer keeps every thread.
+  int step_threads = 0;
   auto make_any_algo = [&](const memory::desc& src_md) {
     try {
-      // Which f32 Winograd kernel oneDNN 2.6 picks depends on the thread count: F(2x2, 3x3) (jit_fp32_wino_2x3,
-      // whose sums do not depend on it) is taken only while the input fits a cache budget that grows with the
-      // thread count, else F(4x4, 3x3) (jit_wino_4x3, whose work split and sums change with it). Measured on AMD
-      // Zen 4 at 104x152: conv1b got F(4x4, 3x3) at 1 thread and F(2x2, 3x3) at 3, so the bits differed. So
-      // Winograd only where F(2x2, 3x3) is oneDNN's choice at 1 thread (then at every thread count, the budget only
-      // grows); elsewhere direct. On the Xeon of the earlier sessions that kept Winograd for conv1b..conv4b at
-      // 640x480; on Zen 4 (smaller per-core cache budget) the layers there run direct.
       if (want == dnnl::algorithm::convolution_winograd) {
         omp_set_num_threads(1);
-        const std::string probe = make_pd(want, src_md).impl_info_str();
-        omp_set_num_threads(threads_);
-        if (probe.find("wino_2x3") == std::string::npos)
-          throw dnnl::error(dnnl_unimplemented, "no F(2x2, 3x3) Winograd at 1 thread");
+        const std::string chosen = make_pd(want, src_md).impl_info_str();  // throws: no Winograd kernel
+        for (int t = threads_; t >= 1; --t) {
+          omp_set_num_threads(t);
+          auto p = make_pd(want, src_md);
+          if (chosen != p.impl_info_str()) continue;
+          step_threads = t;
+          omp_set_num_threads(threads_);
+          return p;
+        }
       }
-      auto p = make_pd(want, src_md);
-      if (std::string(p.impl_info_str()).find("wino_4x3") != std::string::npos)
-        throw dnnl::error(dnnl_unimplemented, "F(4x4, 3x3) Winograd");
-      return p;
+      omp_set_num_threads(threads_);
+      step_threads = 0;
+      return make_pd(want, src_md);
     } catch (const dnnl::error&) {
       omp_set_num_threads(threads_);
+      step_threads = 0;
       if (want == dnnl::algorithm::convolution_direct) throw;
-      used = std::string(to_string(algo)) + "->direct";  // no thread-independent Winograd kernel for this shape
+      used = std::string(to_string(algo)) + "->direct";  // no Winograd kernel for this shape / ISA
       return make_pd(dnnl::algorithm::convolution_direct, src_md);
     }
   };
@@ -462,7 +470,10 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
     dst = activation(pd.dst_desc(), dst_arena);
   }
   scratch_bytes_ = std::max(scratch_bytes_, pd.scratchpad_desc().get_size());
-  Step s{dnnl::convolution_forward(pd),
+  if (step_threads) omp_set_num_threads(step_threads);  // the JIT kernel is generated for the pd's thread count
+  dnnl::convolution_forward prim(pd);
+  omp_set_num_threads(threads_);
+  Step s{prim,
          {{DNNL_ARG_SRC, src.get()},
           {DNNL_ARG_WEIGHTS, w_prim.get()},
           {DNNL_ARG_BIAS, b_prim.get()},
@@ -471,13 +482,16 @@ memory OneDnnExecutor::add_conv(std::vector<Step>& seq, const model::Conv& c, me
          {src, w_prim, b_prim, dst},
          nullptr,
          {}};
+  const int run_threads = step_threads != threads_ ? step_threads : 0;
+  s.threads = run_threads;
   if (record_ && !dst_external) {
     s.label = label;
     s.out = dst;
   }
   seq.push_back(std::move(s));
   if (act_max_ && !dst_external) scale_[dst.get()] = act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
-  description_ += std::string(label) + ":" + to_string(type) + ":" + used + "(" + pd.impl_info_str() + ") ";
+  description_ += std::string(label) + ":" + to_string(type) + ":" + used + "(" + pd.impl_info_str() +
+                  (run_threads ? "@" + std::to_string(run_threads) + "t" : "") + ") ";
   if (reorder_out) {
     Step r{dnnl::reorder(dst, *dst_external),
            {{DNNL_ARG_FROM, dst.get()}, {DNNL_ARG_TO, dst_external->get()}},
@@ -559,8 +573,10 @@ void OneDnnExecutor::execute(std::vector<Step>& seq) {
       s.fn();
       continue;
     }
+    if (s.threads) omp_set_num_threads(s.threads);
     const dnnl_status_t st =
         dnnl_primitive_execute(s.prim.get(), stream_.get(), static_cast<int>(s.args.size()), s.args.data());
+    if (s.threads) omp_set_num_threads(threads_);
     if (st != dnnl_success) {
       throw Error(ErrorKind::Internal, "oneDNN primitive execution failed (status " + std::to_string(st) + ")");
     }
@@ -772,12 +788,13 @@ ConvAlgo choose_conv_algo(const ConvShape& s, bool avx512_core, const char* over
   // The rule, from measurements on the development machine (Xeon with AVX-512, no AMX; oneDNN 2.6.3), see
   // tests/backend/test_onednn.cpp and the numbers in the comments here:
   //  * oneDNN's f32 Winograd needs avx512_core, 3x3 stride 1, IC and OC multiples of 16.
-  //  * With OC <= 128 oneDNN picks jit_fp32_wino_2x3 (F(2x2,3x3)): 1.6-2x faster than direct on conv1b..conv4b
-  //    (conv1b: 83 vs 135 ms per call at 1 thread), bit-identical at 1, 2 and 3 threads, and NOT less accurate
+  //  * With OC <= 128 oneDNN picks jit_fp32_wino_2x3 (F(2x2,3x3)) on that Xeon, jit_wino_4x3 (F(4x4,3x3)) for most
+  //    frames on AMD Zen 4 (which kernel: see add_conv's make_any_algo, the kernel of one thread): 1.5-2x faster
+  //    than direct on conv1b..conv4b (conv1b: 83 vs 135 ms per call at 1 thread), and NOT less accurate
   //    here: against a float64 evaluation of the network on golden/dense/icl_250 the softmax score error is
   //    1.23e-6 with it, 1.79e-6 all-direct, 1.68e-6 for PyTorch itself (vs the PyTorch golden: 1.74e-6 / 4.9e-7).
-  //  * With OC = 256 (score_a, descriptor_a) oneDNN picks jit_wino_4x3 (F(4x4,3x3)), whose output changes with the
-  //    thread count (measured) and which is less accurate (all-Winograd: 2.6e-6 vs float64): direct.
+  //  * With OC = 256 (score_a, descriptor_a) oneDNN picks jit_wino_4x3 (F(4x4,3x3)), which is less accurate there
+  //    (all-Winograd: 2.6e-6 vs float64): direct.
   //  * conv1a (IC = 1; Winograd measured 3x slower) and the 1x1 convolutions: direct.
   if (!avx512_core || s.kernel != 3 || s.in_channels % 16 != 0 || s.out_channels % 16 != 0) return ConvAlgo::Direct;
   if (s.out_channels > 128) return ConvAlgo::Direct;

@@ -195,9 +195,9 @@ RequestOptions parse_request_options(const httplib::Request& req, std::int64_t m
         throw HttpError{422, "InvalidArgument", "format: '" + util::printable(value) + "' is not json or npz"};
       o.npz = value == "npz";
     } else {
-      throw HttpError{422, "InvalidArgument",
-                      "unknown query parameter '" + util::printable(name) + "' (allowed: " + allowed_query(match) +
-                          ")"};
+      throw HttpError{
+          422, "InvalidArgument",
+          "unknown query parameter '" + util::printable(name) + "' (allowed: " + allowed_query(match) + ")"};
     }
   }
   if (!seen.count("format") && req.get_header_value("Accept").find("application/x-npz") != std::string::npos)

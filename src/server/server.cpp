@@ -152,10 +152,16 @@ bool is_match_param(std::string_view name) {
   return false;
 }
 
+// An extraction field of this endpoint: /v1/match always extracts descriptors (it matches them), so it has no
+// return_descriptors field (docs/openapi.json lists the same).
+bool is_extraction_param(std::string_view name, bool match) {
+  return is_query_param(name) && !(match && name == "return_descriptors");
+}
+
 std::string allowed_query(bool match) {
   std::string s;
   for (const auto& spec : param_specs())
-    if (is_query_param(spec.name)) s.append(s.empty() ? "" : ", ").append(spec.name);
+    if (is_extraction_param(spec.name, match)) s.append(s.empty() ? "" : ", ").append(spec.name);
   if (match)
     for (const auto& spec : match_param_specs()) s.append(", ").append(spec.name);
   return s + ", format";
@@ -186,7 +192,7 @@ RequestOptions parse_request_options(const httplib::Request& req, std::int64_t m
     if (!seen.insert(name).second)
       throw HttpError{422, "InvalidArgument",
                       "query parameter '" + util::printable(name) + "' is given more than once"};
-    if (is_query_param(name)) {
+    if (is_extraction_param(name, match)) {
       set_param_text(o.params, name, value);  // an Error: 422 (its kind says so), the message quotes the value
     } else if (match && is_match_param(name)) {
       set_match_param_text(o.match, name, value);
@@ -563,9 +569,6 @@ struct HttpServer::Impl {
       if (opt.npz)
         throw HttpError{422, "InvalidArgument",
                         "format: npz is available on /v1/keypoints only; /v1/match answers JSON"};
-      if (!opt.params.return_descriptors)
-        throw HttpError{422, "InvalidArgument",
-                        "return_descriptors: /v1/match matches descriptors, it cannot be false"};
       const std::vector<ImagePart> parts = match_parts(req);
       for (const ImagePart& part : parts) {
         try {

@@ -13,6 +13,7 @@ find_package(TIFF REQUIRED)
 find_package(CURL REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(HDF5 REQUIRED COMPONENTS C)  # batch/: hloc feature files (HDF5_C_LIBRARIES: the static .pc file)
+find_package(SQLite3 REQUIRED)            # sfm/: COLMAP databases (SQLite::SQLite3; SQLite3_LIBRARIES for the .pc file)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
 # libdeflate: the PNG fast path inflates a whole IDAT stream in one call (src/image/png_fast.cpp).

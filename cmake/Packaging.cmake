@@ -33,7 +33,8 @@ else()
   # pkg-config --static --libs: what libsuperpoint_rt.a links (src/CMakeLists.txt, _private_deps), as files.
   set(SPRT_PC_LIBS_PRIVATE "$<TARGET_LINKER_FILE:DNNL::dnnl>")
   foreach(l ${OpenMP_CXX_FLAGS} ${JPEG_LIBRARIES} ${PNG_LIBRARIES} ${GIF_LIBRARIES} ${TIFF_LIBRARIES}
-            ${WEBP_LINK_LIBRARIES} ${DEFLATE_LINK_LIBRARIES} ${CURL_LIBRARIES} ${HDF5_C_LIBRARIES} ${ZLIB_LIBRARIES} -pthread)
+            ${WEBP_LINK_LIBRARIES} ${DEFLATE_LINK_LIBRARIES} ${CURL_LIBRARIES} ${HDF5_C_LIBRARIES} ${SQLite3_LIBRARIES}
+            ${ZLIB_LIBRARIES} -pthread)
     string(APPEND SPRT_PC_LIBS_PRIVATE " ${l}")
   endforeach()
 endif()

@@ -3,8 +3,10 @@
 // hands it), with a small pixel limit. Properties checked besides the sanitizers: a decoded image has the mode's
 // format (Grayscale -> Gray, Color -> RGB), is non-empty, within the limit, with exactly width * height * channels
 // bytes; only sniffed formats decode; when both modes decode, they give the same size (the orientation depends on
-// the file only). PNG, differentially: decode_png_cv2 (the fast path, png_fast.hpp, falling back to libpng) and
-// decode_png_cv2_libpng give the same outcome in each mode (same image and orientation, or the same error).
+// the file only); with IMREAD_IGNORE_ORIENTATION (Cv2Orientation::Ignore) the outcome (decoded or refused) is the
+// same and the size is the oriented one or its transpose. PNG, differentially: decode_png_cv2 (the fast path,
+// png_fast.hpp, falling back to libpng) and decode_png_cv2_libpng give the same outcome in each mode (same image and
+// orientation, or the same error).
 #include <string>
 
 #include "fuzz_util.hpp"
@@ -16,8 +18,10 @@ using namespace superpoint_rt;
 
 namespace {
 
-bool decode(std::span<const std::uint8_t> bytes, image::Cv2Read mode, Image* im) {
-  if (!sprt_fuzz::ok([&] { *im = image::decode_image_cv2(bytes, "fuzz-input", sprt_fuzz::kMaxPixels, mode); }))
+bool decode(std::span<const std::uint8_t> bytes, image::Cv2Read mode, Image* im,
+            image::Cv2Orientation orientation = image::Cv2Orientation::Apply) {
+  if (!sprt_fuzz::ok(
+          [&] { *im = image::decode_image_cv2(bytes, "fuzz-input", sprt_fuzz::kMaxPixels, mode, orientation); }))
     return false;
   const PixelFormat want = mode == image::Cv2Read::Grayscale ? PixelFormat::Gray : PixelFormat::RGB;
   FUZZ_CHECK(im->format == want, "mode %d gave %s", static_cast<int>(mode), to_string(im->format));
@@ -76,9 +80,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_png_paths(bytes, image::Cv2Read::Grayscale);
     check_png_paths(bytes, image::Cv2Read::Color);
   }
-  Image gray, color;
+  Image gray, color, stored;
   const bool g = decode(bytes, image::Cv2Read::Grayscale, &gray);
   const bool c = decode(bytes, image::Cv2Read::Color, &color);
+  const bool s = decode(bytes, image::Cv2Read::Grayscale, &stored, image::Cv2Orientation::Ignore);
+  FUZZ_CHECK(g == s, "with the orientation %s, ignoring it %s", g ? "decoded" : "refused", s ? "decoded" : "refused");
+  if (g && s) {
+    FUZZ_CHECK((gray.width == stored.width && gray.height == stored.height) ||
+                   (gray.width == stored.height && gray.height == stored.width),
+               "oriented %dx%d, stored %dx%d", gray.width, gray.height, stored.width, stored.height);
+  }
   if (g || c) FUZZ_CHECK(format != ImageFormat::Unknown, "decoded an input whose format was not sniffed");
   if (g && c) {
     FUZZ_CHECK(gray.width == color.width && gray.height == color.height, "gray %dx%d, colour %dx%d", gray.width,

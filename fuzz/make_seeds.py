@@ -344,6 +344,7 @@ def npz_seeds():
 def pairs_seeds():
     return [("exhaustive.txt", b"a.jpg b.jpg\na.jpg c.jpg\nb.jpg c.jpg"),
             ("crlf_tabs.txt", b"db/1.jpg\tq/2.jpg\r\n\n  x y  \n"),
+            ("cr.txt", b"a.jpg b.jpg\ra.jpg c.jpg\r\rb.jpg c.jpg\r"),
             ("repeats.txt", b"a b\nb a\na b\nc c\n"),
             ("unicode.txt", "caf\u00e9.jpg\u00a0b.jpg\nc\u3000d\ne\u2003f\n".encode()),
             ("bad_lines.txt", b"a b c\nd\n \t\n"),

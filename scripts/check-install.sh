@@ -79,7 +79,7 @@ echo "== public headers include only the standard library and each other"
 bad="$(grep -Hn '^[[:space:]]*#[[:space:]]*include' "$prefix"/include/superpoint_rt/*.hpp |
   grep -Ev '#[[:space:]]*include[[:space:]]*(<[a-z_0-9]+>|"superpoint_rt/[a-z_]+\.hpp")' || true)"
 [ -z "$bad" ] || fail "installed headers include private or third-party headers:"$'\n'"$bad"
-ls "$prefix"/include/superpoint_rt/ | grep -vE '^(errors|features|image|superpoint)\.hpp$' |
+ls "$prefix"/include/superpoint_rt/ | grep -vE '^(colmap|errors|features|image|params|superpoint)\.hpp$' |
   sed 's/^/  note: also installed: /' || true
 
 lib="$(ls "$libdir"/libsuperpoint_rt.so.*.*.* 2>/dev/null | head -1 || true)"
@@ -127,8 +127,8 @@ echo "== examples/cpp with pkg-config --cflags --libs superpoint_rt"
 pc_static=()
 [ -z "$lib" ] && pc_static=(--static)
 export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-if [ -z "$lib" ]; then  # the static library's own dependencies (the example does not reach all of them: HDF5)
-  for d in dnnl jpeg png gif tiff webp curl hdf5; do
+if [ -z "$lib" ]; then  # the static library's own dependencies (the example does not reach all of them: HDF5, SQLite)
+  for d in dnnl jpeg png gif tiff webp curl hdf5 sqlite3; do
     pkg-config --static --libs superpoint_rt | grep -q "$d" || fail "pkg-config --static --libs superpoint_rt lacks $d"
   done
 fi

@@ -15,6 +15,7 @@ pkgs=(
   libcurl4-openssl-dev nlohmann-json3-dev      # hub downloads, JSON
   libcpp-httplib-dev                           # HTTP server
   libhdf5-dev                                  # hloc feature files
+  libsqlite3-dev                               # COLMAP databases (superpoint-rt colmap)
   pybind11-dev python3 python3-dev python3-venv python3-numpy python3-pil   # Python extension; test helpers
 )
 if [ "${1:-}" = "--test" ]; then

@@ -30,6 +30,7 @@ struct Params {
   std::optional<int> resize_max;             // >0: the long side becomes this (aspect kept); 0 = off
   std::optional<bool> resize_force;          // resize_max also when the image is smaller (enlarge)
   std::optional<std::string> interpolation;  // "pil_bilinear", "cv2_area", "antialias_bilinear"
+  std::optional<bool> exif_orientation;      // cv2 presets: rotate/flip files by their EXIF orientation tag
 
   static constexpr int kMaxKeypointsMin = -1;
   static constexpr int kMaxKeypointsMax = 307200;
@@ -65,8 +66,8 @@ enum class Interpolation {
 /// How the pixels are read (the decode and channel rule of each preset).
 enum class PixelPath {
   Hf,           // Pillow decode, R channel (or HF luma with grayscale) of the 8-bit image, resized in 8 bits
-  CvGray,       // cv2.imread(IMREAD_GRAYSCALE) (EXIF applied), float32 resize, / 255
-  CvColorLuma,  // cv2.imread(IMREAD_COLOR) (EXIF applied) / 255, float resize per channel, 0.299 R + 0.587 G + 0.114 B
+  CvGray,       // cv2.imread(IMREAD_GRAYSCALE [+ IMREAD_IGNORE_ORIENTATION]), float32 resize, / 255
+  CvColorLuma,  // cv2.imread(IMREAD_COLOR) / 255, float resize per channel, 0.299 R + 0.587 G + 0.114 B
 };
 /// Keypoint order and coordinates.
 enum class OutputConvention {
@@ -90,6 +91,10 @@ struct ResolvedParams {
   bool resize_force = false;
   Interpolation interpolation = Interpolation::PilBilinear;
   PixelPath pixels = PixelPath::Hf;
+  /// Files and encoded bytes on the cv2 paths: apply the EXIF orientation (cv2.imread without
+  /// IMREAD_IGNORE_ORIENTATION: LightGlue's load_image, hloc before #373) or not (hloc's read_image since 2024-11).
+  /// Always false on the hf path (Pillow's decode never applies it). Pixel arrays carry no EXIF: no effect.
+  bool exif_orientation = false;
   OutputConvention output = OutputConvention::Hf;
 
   /// The network frame (width, height) for an image of w x h pixels (`what` names the image in messages). Throws
@@ -116,10 +121,10 @@ struct Timing {
 /// raster order (y, then x) of the network frame; hloc / lightglue presets: raster order, or descending score when
 /// max_keypoints cut the list (their torch.topk).
 struct Features {
-  /// N x 2 floats, row-major [x, y], in pixels of the ORIGINAL image (after EXIF rotation for the presets that apply
-  /// it). hf: the integer network-frame position p mapped as (p / frame_w) * W (float32, as the HF post-processing
-  /// computes it before truncation); hloc: (p + 0.5) * (W / frame_w) - 0.5; lightglue: (p + 0.5) / (frame_w / W) - 0.5;
-  /// likewise y.
+  /// N x 2 floats, row-major [x, y], in pixels of the ORIGINAL image (after the EXIF rotation when the request's
+  /// exif_orientation applies it). hf: the integer network-frame position p mapped as (p / frame_w) * W (float32, as
+  /// the HF post-processing computes it before truncation); hloc: (p + 0.5) * (W / frame_w) - 0.5; lightglue: (p + 0.5)
+  /// / (frame_w / W) - 0.5; likewise y.
   std::vector<float> keypoints;
   /// N scores in (0, 1].
   std::vector<float> scores;
@@ -127,7 +132,7 @@ struct Features {
   std::vector<float> descriptors;
   int descriptor_dim = 256;
   bool has_descriptors = false;
-  /// (height, width) of the original image (after EXIF rotation for the presets that apply it).
+  /// (height, width) of the original image (after the EXIF rotation when the request's exif_orientation applies it).
   std::array<int, 2> image_size{0, 0};
   /// (height, width) of the network frame the image was resized to.
   std::array<int, 2> network_size{0, 0};

@@ -140,8 +140,9 @@ std::vector<ImagePair> unique_pairs(std::span<const ImagePair> pairs);
 inline constexpr std::size_t kMaxPairNameBytes = 4096;          // one image name (PATH_MAX)
 inline constexpr std::size_t kMaxPairs = std::size_t{1} << 27;  // pairs in one file (134 M)
 
-/// Parses a pairs file's text as hloc's parse_retrieval: lines split at '\n', empty lines skipped, every other line
-/// exactly two whitespace-separated names. Throws Error(InvalidArgument) naming `what`, the line and the rule broken
+/// Parses a pairs file's text as hloc's parse_retrieval: lines end at '\n', "\r\n" or '\r' (hloc reads in text mode:
+/// Python's universal newlines), empty lines are skipped, every other line is exactly two names separated by Python's
+/// str.split() whitespace. Throws Error(InvalidArgument) naming `what`, the line and the rule broken
 /// (also a name over kMaxPairNameBytes or more than kMaxPairs pairs).
 std::vector<ImagePair> parse_pairs(std::string_view text, const std::string& what = "<pairs>");
 /// Reads and parses a pairs file. Throws Error(NotFound / Io) for the file, as parse_pairs for its contents.
@@ -201,10 +202,12 @@ MatchFilesReport match_files(const MatchFilesConfig& config);
 
 /// hloc's get_matches: the matched pairs (i in name0, j in name1) of a pair in a matches file and their scores,
 /// found as hloc's find_pair does (the pair, its reverse, then the old "_" separator; a reversed pair's columns are
-/// swapped). Throws Error(NotFound) when no form of the pair is in the file, Error(Io) for the file.
+/// swapped). Throws Error(NotFound) when no form of the pair is in the file, Error(InvalidArgument) for a group
+/// whose matches0 is not 1-D integer with entries -1 or >= 0, or whose matching_scores0 is missing or of another
+/// length, Error(Io) for the file.
 struct PairMatches {
   std::vector<std::array<std::int32_t, 2>> pairs;
-  std::vector<float> scores;  // float16 values from the file
+  std::vector<float> scores;  // the stored values (float16 ones widened exactly)
 };
 PairMatches read_matches(const std::string& path, const std::string& name0, const std::string& name1);
 

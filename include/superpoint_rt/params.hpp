@@ -72,8 +72,9 @@ void set_param_text(Params& p, std::string_view name, std::string_view value);
 std::string param_value_text(const ResolvedParams& r, std::string_view name);
 
 /// The image as `params.preset` reads a file: Pillow's decode for hf (decode_file), what cv2.imread returns for the
-/// others (EXIF orientation applied; gray for hloc, RGB for lightglue). Keypoints of a request refer to these pixels
-/// (for plotting them); running the model on this Image gives the same result as on the file.
+/// others (gray for hloc, RGB for lightglue; the EXIF orientation applied when params' exif_orientation says so).
+/// Keypoints of a request refer to these pixels (for plotting them); running the model on this Image gives the same
+/// result as on the file.
 Image decode_file_as(const std::string& path, const Params& params, std::int64_t max_pixels = kDefaultMaxPixels);
 
 /// docs/PARAMETERS.md: the parameters with each preset's defaults, as Markdown.

@@ -18,7 +18,7 @@ void register_internal_cv2(py::module_& m);
 void register_internal_cv2(py::module_& m) {
   m.def(
       "_decode_cv2",
-      [](const py::bytes& data, bool color, std::int64_t max_pixels) {
+      [](const py::bytes& data, bool color, std::int64_t max_pixels, bool apply_orientation) {
         char* p = nullptr;
         Py_ssize_t n = 0;
         if (PyBytes_AsStringAndSize(data.ptr(), &p, &n) != 0) throw py::error_already_set();
@@ -28,7 +28,9 @@ void register_internal_cv2(py::module_& m) {
           im = superpoint_rt::image::decode_image_cv2(
               std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(p), static_cast<std::size_t>(n)),
               "<memory>", max_pixels,
-              color ? superpoint_rt::image::Cv2Read::Color : superpoint_rt::image::Cv2Read::Grayscale);
+              color ? superpoint_rt::image::Cv2Read::Color : superpoint_rt::image::Cv2Read::Grayscale,
+              apply_orientation ? superpoint_rt::image::Cv2Orientation::Apply
+                                : superpoint_rt::image::Cv2Orientation::Ignore);
         }
         std::vector<py::ssize_t> shape{im.height, im.width};
         if (im.format == superpoint_rt::PixelFormat::RGB) shape.push_back(3);
@@ -37,6 +39,8 @@ void register_internal_cv2(py::module_& m) {
         return out;
       },
       py::arg("data"), py::arg("color"), py::arg("max_pixels") = superpoint_rt::kDefaultMaxPixels,
-      "What OpenCV 4.6 cv2.imdecode(data, IMREAD_COLOR if color else IMREAD_GRAYSCALE) returns, as HxW uint8 or "
-      "HxWx3 RGB uint8 (internal: tests only)");
+      py::arg("apply_orientation") = true,
+      "What OpenCV 4.6 cv2.imdecode(data, IMREAD_COLOR if color else IMREAD_GRAYSCALE, plus "
+      "IMREAD_IGNORE_ORIENTATION unless apply_orientation) returns, as HxW uint8 or HxWx3 RGB uint8 (internal: tests "
+      "only)");
 }

@@ -17,8 +17,9 @@ from ._match import (match, match_features, pairs_from_exhaustive, pairs_from_se
                      read_pairs)
 from ._model import SuperPoint
 from ._output import SuperPointOutput
+from ._sfm import colmap_database
 from ._synthetic import synthetic_image
 
 __all__ = ["SuperPoint", "SuperPointOutput", "draw_keypoints", "read_image", "synthetic_image", "write_png",
            "__version__", "BatchExtractor", "extract_folder", "list_names", "merge_features", "match", "match_features",
-           "pairs_from_exhaustive", "pairs_from_sequential", "read_matches", "read_pairs"]
+           "pairs_from_exhaustive", "pairs_from_sequential", "read_matches", "read_pairs", "colmap_database"]

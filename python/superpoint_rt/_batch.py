@@ -26,9 +26,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 _DEFAULT_MODEL = "magic-leap-community/superpoint"
 
 
-def _load_batchcore():
-    # _batchcore is compiled into _core's shared object (python/src/batch.cpp); load it from that file.
-    name = __package__ + "._batchcore"
+def _load_submodule(short_name: str):
+    # _batchcore and _sfmcore are compiled into _core's shared object (python/src/batch.cpp, sfm.cpp); load them
+    # from that file.
+    name = __package__ + "." + short_name
     loader = importlib.machinery.ExtensionFileLoader(name, _core.__file__)
     spec = importlib.util.spec_from_file_location(name, _core.__file__, loader=loader)
     if spec is None:
@@ -38,7 +39,7 @@ def _load_batchcore():
     return module
 
 
-_batchcore = _load_batchcore()
+_batchcore = _load_submodule("_batchcore")
 
 
 def _paths(x: Union[PathLike, Iterable[PathLike], None]) -> List[str]:
@@ -102,7 +103,7 @@ def _extract_args(images: Union[PathLike, Sequence[PathLike], None], output: Pat
                   workers: int = 2, preset: Any = _UNSET, max_keypoints: Any = _UNSET, keypoint_threshold: Any = _UNSET,
                   nms_radius: Any = _UNSET, descriptors: bool = True, grayscale: Any = _UNSET, resize: Any = _UNSET,
                   resize_max: Any = _UNSET, resize_force: Any = _UNSET, interpolation: Any = _UNSET,
-                  progress: bool = False) -> Tuple[Any, ...]:
+                  exif_orientation: Any = _UNSET, progress: bool = False) -> Tuple[Any, ...]:
     """Checks the options of an extraction (before any work: extract_folder checks them before loading the model)
     and returns _batchcore.Extractor.extract's arguments."""
     globs = [glob] if isinstance(glob, str) else list(glob or [])
@@ -115,7 +116,8 @@ def _extract_args(images: Union[PathLike, Sequence[PathLike], None], output: Pat
     check_bool("descriptors", descriptors)
     given = {"preset": preset, "max_keypoints": max_keypoints, "keypoint_threshold": keypoint_threshold,
              "nms_radius": nms_radius, "return_descriptors": descriptors, "grayscale": grayscale, "resize": resize,
-             "resize_max": resize_max, "resize_force": resize_force, "interpolation": interpolation}
+             "resize_max": resize_max, "resize_force": resize_force, "interpolation": interpolation,
+             "exif_orientation": exif_orientation}
     params = resolve({k: v for k, v in given.items() if v is not _UNSET})
     return (_paths(images), os.fspath(output), os.fspath(image_list) if image_list else "",
             os.fspath(image_root) if image_root else "", globs, shard or "", check_bool("as_half", as_half),
@@ -130,7 +132,7 @@ def extract_folder(images: Union[PathLike, Sequence[PathLike], None], output: Pa
     """Extracts every image of folders / files / an image list into the hloc feature file `output` and returns the
     report. Options as BatchExtractor.extract (image_list, image_root, glob, shard "i/n", as_half, skip_existing,
     overwrite, report, workers, preset, max_keypoints, keypoint_threshold, nms_radius, descriptors, grayscale,
-    resize, resize_max, resize_force, interpolation, progress). With preset="hloc:superpoint_aachen" and
+    resize, resize_max, resize_force, interpolation, exif_orientation, progress). With preset="hloc:superpoint_aachen" and
     as_half=True the file equals what hloc's extract_features.main(confs["superpoint_aachen"], ...) writes."""
     args = _extract_args(images, output, **options)  # bad options fail before the model loads
     with BatchExtractor(weights, threads=threads, local_files_only=local_files_only) as x:

@@ -245,7 +245,8 @@ class SuperPoint:
         max_keypoints (hf 1024, -1..307200, -1 = all), keypoint_threshold (hf 0.005, [0, 1], strict >), nms_radius
         (hf 4, 0..32), return_descriptors (True), bgr (False: arrays are RGB; True: OpenCV BGR), grayscale (hf False;
         True: HF luma instead of the R channel), resize ("640x480" fixed frame, None = native size), resize_max
-        (long side), resize_force, interpolation ("pil_bilinear", "cv2_area", "antialias_bilinear"), num_workers (4;
+        (long side), resize_force, interpolation ("pil_bilinear", "cv2_area", "antialias_bilinear"), exif_orientation
+        (files on the hloc / lightglue paths: rotate by the EXIF tag; hloc False, lightglue True), num_workers (4;
         lists: threads decoding the next images while the network runs the current one), return_tensors (None =
         numpy, "pt" = torch).
         """

@@ -18,8 +18,8 @@ class SuperPointOutput:
     """Keypoints, scores and descriptors of one image.
 
     Attributes:
-        keypoints: float32 (N, 2), [x, y] in pixels of the ORIGINAL image (after EXIF rotation for the hloc and
-            lightglue presets), in the preset's convention (hf: network position times ``scale``; hloc / lightglue:
+        keypoints: float32 (N, 2), [x, y] in pixels of the ORIGINAL image (after the EXIF rotation when
+            exif_orientation applies it: lightglue's default), in the preset's convention (hf: network position times ``scale``; hloc / lightglue:
             (p + 0.5) * scale - 0.5).
         scores: float32 (N,), in (0, 1]; hf: descending (ties in raster order y, then x); hloc / lightglue: raster
             order unless max_keypoints cut the list (then descending), as those tools return them.

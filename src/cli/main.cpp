@@ -15,6 +15,8 @@ constexpr const char* kUsage =
     "  merge A.h5 B.h5... --output ALL.h5  joins hloc feature files (shards)\n"
     "  pairs --exhaustive FEATURES.h5 -o pairs.txt  image pairs to match (also --sequential N, --from-retrieval)\n"
     "  match --features F.h5 --pairs P.txt -o M.h5  hloc's nearest-neighbour matches (NN-mutual, -ratio, ...)\n"
+    "  colmap --features F.h5 --matches M.h5 --pairs P.txt -o DB  COLMAP database for pycolmap / colmap mapper\n"
+    "  plot-matches A B --features F.h5 --matches M.h5 --images DIR -o PAIR.png  a picture of one pair's matches\n"
     "  quickstart [IMAGE]           keypoints.png, keypoints.json, descriptors.npy for one image\n"
     "  serve [--port 8000]          HTTP server: POST /v1/keypoints, /healthz, /readyz, /metrics\n"
     "  info                         version, backend, CPU features, weights location\n"
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
     if (cmd == "merge") return merge_main(argc, argv);
     if (cmd == "pairs") return pairs_main(argc, argv);
     if (cmd == "match") return match_main(argc, argv);
+    if (cmd == "colmap") return colmap_main(argc, argv);
+    if (cmd == "plot-matches") return plot_matches_main(argc, argv);
     if (cmd == "serve") return serve_main(argc, argv);
     if (cmd == "bench") return bench_main(argc, argv);
     if (cmd == "params") return params_main(argc, argv);

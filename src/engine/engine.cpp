@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <iostream>
 #include <new>
@@ -528,20 +527,22 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
     });
   }
   for (const auto& d : spec.decoders) {
-    // libjpeg / libpng need no set-up comparable to Pillow's plug-in import; decoding a small file once faults in
-    // the decoder code and its tables.
+    // libjpeg / libpng need no set-up comparable to Pillow's plug-in import; decoding a small PNG once faults in
+    // the decoder code and its tables. From memory, not a temporary file: processes started together (bench's
+    // workers; ASan gives them the same heap addresses) must not share a path.
     step("decoder:" + d, [&] {
       if (d != "png") return;
-      const auto tmp = std::filesystem::temp_directory_path() /
-                       ("superpoint-rt-warmup-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ".png");
-      write_png(tmp.string(), base.view());
-      try {
-        (void)decode_file(tmp.string());
-      } catch (...) {
-        std::filesystem::remove(tmp);
-        throw;
-      }
-      std::filesystem::remove(tmp);
+      // An 8 x 8 gray ramp: signature, IHDR, one zlib IDAT, IEND (written by Python's zlib and struct).
+      static constexpr std::uint8_t kPng[] = {
+          0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00,
+          0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x08, 0x08, 0x00, 0x00, 0x00, 0x00, 0xe1, 0x64, 0xe1, 0x57, 0x00,
+          0x00, 0x00, 0x3b, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0x60, 0x50, 0x70, 0x48, 0x68, 0x58, 0x70,
+          0xe0, 0x01, 0x03, 0x87, 0x86, 0x47, 0x46, 0xc7, 0x8a, 0x13, 0x2f, 0x18, 0x04, 0x0c, 0x02, 0x0a, 0x26,
+          0x6c, 0xb8, 0xf0, 0x81, 0x41, 0xc2, 0x22, 0xa2, 0x62, 0xc6, 0x8e, 0x1b, 0x3f, 0xe0, 0x4a, 0x18, 0xa0,
+          0x4a, 0x38, 0x18, 0xa0, 0x4a, 0x04, 0x18, 0xa0, 0x4a, 0x24, 0x00, 0x2a, 0x04, 0x1f, 0x01, 0xf3, 0x86,
+          0xe3, 0xff, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+      const Image im = decode_image(kPng, "<warm-up PNG>");
+      if (im.width != 8 || im.height != 8) throw Error(ErrorKind::Internal, "warm-up PNG decoded to the wrong size");
     });
   }
   if (spec.num_workers > 0) {

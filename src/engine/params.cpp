@@ -22,7 +22,7 @@ constexpr std::array<std::string_view, 5> kPresetNames{"hf", "hloc:superpoint_aa
                                                        "hloc:superpoint_inloc", "lightglue"};
 constexpr std::array<std::string_view, 3> kInterpolations{"pil_bilinear", "cv2_area", "antialias_bilinear"};
 
-const std::array<ParamSpec, 11> kParams{{
+const std::array<ParamSpec, 12> kParams{{
     {"preset", ParamType::String, 0, 0, kPresetNames,
      "hf, hloc:superpoint_aachen, hloc:superpoint_max, hloc:superpoint_inloc, lightglue",
      "the request path to reproduce (see the presets table)", false},
@@ -75,6 +75,15 @@ const std::array<ParamSpec, 11> kParams{{
     {"interpolation", ParamType::String, 0, 0, kInterpolations, "pil_bilinear, cv2_area, antialias_bilinear",
      "pil_bilinear: Pillow 8-bit bilinear (hf); cv2_area: cv2.resize INTER_AREA on float32, INTER_LINEAR when "
      "enlarging (hloc); antialias_bilinear: kornia resize(antialias=True) (LightGlue)"},
+    {"exif_orientation",
+     ParamType::Bool,
+     0,
+     1,
+     {},
+     "true, false",
+     "files: rotate/flip by the EXIF orientation tag as cv2.imread does (LightGlue's load_image, hloc before #373); "
+     "false: the stored pixels, as hloc's read_image (IMREAD_IGNORE_ORIENTATION) since 2024-11. hf: always false "
+     "(Pillow)"},
 }};
 
 ResolvedParams hf_defaults() {
@@ -95,6 +104,7 @@ ResolvedParams hloc_defaults(std::string name, int nms_radius, int resize_max, b
   r.resize_force = force;
   r.interpolation = Interpolation::Cv2Area;
   r.pixels = PixelPath::CvGray;
+  r.exif_orientation = false;  // read_image: cv2.imread(path, mode | IMREAD_IGNORE_ORIENTATION) since hloc #373
   r.output = OutputConvention::Hloc;
   return r;
 }
@@ -111,6 +121,7 @@ ResolvedParams lightglue_defaults() {
   r.resize_force = true;
   r.interpolation = Interpolation::AntialiasBilinear;
   r.pixels = PixelPath::CvColorLuma;
+  r.exif_orientation = true;  // load_image -> read_image: cv2.imread(path, IMREAD_COLOR), which applies EXIF
   r.output = OutputConvention::LightGlue;
   return r;
 }
@@ -291,6 +302,12 @@ ResolvedParams resolve(const Params& p) {
   }
   if (p.resize_force) r.resize_force = *p.resize_force;
   if (r.resize_mode != ResizeMode::Max) r.resize_max = 0;
+  if (p.exif_orientation) {
+    if (r.pixels == PixelPath::Hf && *p.exif_orientation)
+      invalid("exif_orientation = true is not available with preset '" + r.preset +
+              "' (Hugging Face's processor reads Pillow's pixels, which never apply the EXIF orientation)");
+    r.exif_orientation = *p.exif_orientation;
+  }
   return r;
 }
 
@@ -363,6 +380,8 @@ void store(Params& p, const ParamSpec& spec, const ParamValue& v) {
     p.grayscale = std::get<bool>(v);
   else if (n == "resize_force")
     p.resize_force = std::get<bool>(v);
+  else if (n == "exif_orientation")
+    p.exif_orientation = std::get<bool>(v);
   else if (n == "preset")
     p.preset = std::get<std::string>(v);
   else if (n == "interpolation")
@@ -520,6 +539,7 @@ std::string param_value_text(const ResolvedParams& r, std::string_view name) {
   if (name == "resize_max") return std::to_string(r.resize_max);
   if (name == "resize_force") return r.resize_force ? "true" : "false";
   if (name == "interpolation") return std::string(kInterpolations[static_cast<std::size_t>(r.interpolation)]);
+  if (name == "exif_orientation") return r.exif_orientation ? "true" : "false";
   return "";
 }
 

@@ -156,8 +156,9 @@ engine::MemoryBudget::Claim Engine::claim_of(const Source& src, const ResolvedPa
     const ImageInfo info = probe_image(src.encoded, *src.name);
     w = info.width;
     h = info.height;
-    // The decoded image: none on the fused JPEG path; cv2's reading applies EXIF orientation, and a transposed
-    // result needs a second buffer of the result's size while it rotates (docs/LIMITS.md).
+    // The decoded image: none on the fused JPEG path; when cv2's reading applies the EXIF orientation
+    // (exif_orientation), a transposed result needs a second buffer of the result's size while it rotates
+    // (docs/LIMITS.md).
     channels = fused_jpeg_applies(src.name != nullptr, src.encoded, rp, options_.max_pixels) ? 0
                : rp.pixels == PixelPath::Hf                                                  ? info.channels
                : rp.pixels == PixelPath::CvGray                                              ? 2
@@ -233,10 +234,11 @@ void Engine::prepare_decoded(const Source& src, const ResolvedParams& rp, Prepar
   if (src.name) {
     if (rp.pixels == PixelPath::Hf)
       d.image = decode_image(src.encoded, *src.name, options_.max_pixels);
-    else  // hloc / LightGlue: what cv2.imread returns, EXIF orientation applied
+    else  // hloc / LightGlue: what cv2.imread returns (with IMREAD_IGNORE_ORIENTATION unless exif_orientation)
       d.image =
           image::decode_image_cv2(src.encoded, *src.name, options_.max_pixels,
-                                  rp.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color);
+                                  rp.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color,
+                                  rp.exif_orientation ? image::Cv2Orientation::Apply : image::Cv2Orientation::Ignore);
     d.view = d.image.view();
   } else {
     d.view = src.view;

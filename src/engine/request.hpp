@@ -27,7 +27,7 @@ inline double ms_since(Clock::time_point t0) {
 struct Engine::Prepared {
   std::unique_ptr<engine::Context> ctx;
   engine::MemoryBudget::Ticket ticket;  // the request's claim on the memory budget
-  int width = 0, height = 0;            // original image size (after EXIF rotation on the cv2 paths)
+  int width = 0, height = 0;            // original image size (after the EXIF rotation when exif_orientation)
   int frame_w = 0, frame_h = 0;         // the network frame ctx->input holds
   Timing timing;
 };

@@ -23,7 +23,8 @@ Image decode_file_as(const std::string& path, const Params& params, std::int64_t
   if (r.pixels == PixelPath::Hf) return decode_file(path, max_pixels);
   const std::vector<std::uint8_t> bytes = read_file(path);
   return image::decode_image_cv2(bytes, path, max_pixels,
-                                 r.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color);
+                                 r.pixels == PixelPath::CvGray ? image::Cv2Read::Grayscale : image::Cv2Read::Color,
+                                 r.exif_orientation ? image::Cv2Orientation::Apply : image::Cv2Orientation::Ignore);
 }
 
 WarmupSpec WarmupSpec::all() {

@@ -50,26 +50,25 @@ Image convert_cvtcolor(Image im, Cv2Read mode) {
 }  // namespace
 
 Image decode_image_cv2(std::span<const std::uint8_t> bytes, const std::string& name, std::int64_t max_pixels,
-                       Cv2Read mode) {
+                       Cv2Read mode, Cv2Orientation apply) {
   if (max_pixels < 1) {
     throw Error(ErrorKind::InvalidArgument,
                 "max_pixels must be >= 1 (got " + std::to_string(max_pixels) + ") when decoding '" + name + "'");
   }
+  // imread: `if (!(flags & IMREAD_IGNORE_ORIENTATION)) ApplyExifOrientation(...)` (JPEG, PNG). The decoders report
+  // the orientation they found in `orientation` (read after they return).
   int orientation = 0;
+  const auto oriented = [&](Image im) {
+    if (apply == Cv2Orientation::Ignore) return im;
+    return apply_exif_orientation(std::move(im), orientation);
+  };
   switch (sniff_format(bytes)) {
-    case ImageFormat::JPEG: {
-      Image im = decode_jpeg_cv2(bytes, name, max_pixels, mode, &orientation);
-      return apply_exif_orientation(std::move(im), orientation);
-    }
-    case ImageFormat::PNG: {
-      Image im = decode_png_cv2(bytes, name, max_pixels, mode, &orientation);
-      return apply_exif_orientation(std::move(im), orientation);
-    }
-    case ImageFormat::TIFF: {
-      // The file starts with its TIFF header and IFD0, which holds the Orientation tag.
-      Image im = convert(decode_tiff(bytes, name, max_pixels), mode);
-      return apply_exif_orientation(std::move(im), exif_orientation_cv2(bytes));
-    }
+    case ImageFormat::JPEG: return oriented(decode_jpeg_cv2(bytes, name, max_pixels, mode, &orientation));
+    case ImageFormat::PNG: return oriented(decode_png_cv2(bytes, name, max_pixels, mode, &orientation));
+    case ImageFormat::TIFF:
+      // OpenCV 4.6's TIFF decoder orients the image by the file's own Orientation tag (IFD0: the file starts with its
+      // TIFF header) itself, so IMREAD_IGNORE_ORIENTATION changes nothing for TIFF (tests/python/test_decode_cv2.py).
+      return apply_exif_orientation(convert(decode_tiff(bytes, name, max_pixels), mode), exif_orientation_cv2(bytes));
     case ImageFormat::BMP: return convert(decode_bmp(bytes, name, max_pixels), mode);
     case ImageFormat::WebP: return convert_cvtcolor(decode_webp(bytes, name, max_pixels), mode);
     case ImageFormat::PNM: return convert(decode_pnm(bytes, name, max_pixels), mode);

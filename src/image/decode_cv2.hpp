@@ -9,8 +9,9 @@
 //   PNG   libpng with the transformations OpenCV sets (strip_16, strip_alpha, palette_to_rgb, expand gray 1/2/4-bit,
 //         gray_to_rgb for Color, rgb_to_gray(error_action 1, 0.299, 0.587) for Grayscale), png_read_end, and EXIF
 //         orientation from an eXIf chunk (before or after the image data).
-//   TIFF  the pixels of our decoder (8-bit RGB/gray/palette: what libtiff's RGBA reader gives), EXIF orientation from
-//         the file's own IFD0 Orientation tag (OpenCV 4.6 applies it to TIFF too).
+//   TIFF  the pixels of our decoder (8-bit RGB/gray/palette: what libtiff's RGBA reader gives), oriented by the
+//         file's own IFD0 Orientation tag: OpenCV 4.6's TIFF decoder does that itself, with or without
+//         IMREAD_IGNORE_ORIENTATION.
 //   BMP, WebP, PNM  the pixels of our decoders; no orientation (OpenCV has none for them). KNOWN DIFFERENCE, not yet
 //         fixed: a PGM / PPM with maxval > 255 (16-bit samples): OpenCV keeps the high byte of the raw sample
 //         (maxval 1000: 300 -> 1), our decoder scales to 0..255 as Pillow (300 -> 76).
@@ -20,7 +21,9 @@
 // (R 4899 + G 9617 + B 1868 + 8192) >> 14 (icvCvt_BGR2Gray: BMP, TIFF, PNM, and GIF by our choice), except WebP,
 // whose reader calls cvtColor(BGR2GRAY): 15-bit (R 9798 + G 19235 + B 3735 + 16384) >> 15. Color from gray
 // replicates the plane.
-// The orientation (values 1-8, exif.hpp) is applied after decoding, as ApplyExifOrientation.
+// The orientation (values 1-8, exif.hpp) is applied after decoding, as ApplyExifOrientation, unless the caller asks
+// for IMREAD_IGNORE_ORIENTATION (Cv2Orientation::Ignore: hloc's read_image since its #373), which imread honours for
+// JPEG and PNG (TIFF: see above).
 //
 // Limits and errors are those of decode_image (image.hpp, docs/LIMITS.md): max_pixels is checked against the
 // file's (unrotated) size before pixel memory is allocated (TooLarge), truncated / corrupt data is a DecodeError
@@ -37,12 +40,15 @@
 namespace superpoint_rt::image {
 
 enum class Cv2Read { Grayscale, Color };
+/// Apply: OpenCV's default (the EXIF orientation is applied). Ignore: with IMREAD_IGNORE_ORIENTATION (JPEG and PNG
+/// then keep their stored pixels; a TIFF is still oriented, as OpenCV's TIFF decoder does).
+enum class Cv2Orientation { Apply, Ignore };
 
-/// What OpenCV 4.6 cv::imdecode(bytes, IMREAD_GRAYSCALE / IMREAD_COLOR) returns, which is what cv2.imread returns
-/// for a file with these bytes. Grayscale -> PixelFormat::Gray u8; Color -> PixelFormat::RGB u8 (OpenCV's BGR with
-/// the channels swapped, as hloc's / LightGlue's image[..., ::-1]).
+/// What OpenCV 4.6 cv::imdecode(bytes, IMREAD_GRAYSCALE / IMREAD_COLOR [| IMREAD_IGNORE_ORIENTATION]) returns, which
+/// is what cv2.imread returns for a file with these bytes. Grayscale -> PixelFormat::Gray u8; Color ->
+/// PixelFormat::RGB u8 (OpenCV's BGR with the channels swapped, as hloc's / LightGlue's image[..., ::-1]).
 Image decode_image_cv2(std::span<const std::uint8_t> bytes, const std::string& name, std::int64_t max_pixels,
-                       Cv2Read mode);
+                       Cv2Read mode, Cv2Orientation orientation);
 
 // The per-format pieces (decode_jpeg.cpp, decode_png.cpp): the image as OpenCV decodes it, BEFORE the orientation,
 // which is returned in *orientation (exif_orientation_cv2's value; 0 when there is none). Same errors as decode_jpeg /

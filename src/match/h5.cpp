@@ -1,7 +1,7 @@
-// hloc's files for matching (h5.hpp) and the public readers of superpoint_rt/match.hpp (feature_names,
-// read_matches).
+// hloc's files (h5.hpp) and the public readers of superpoint_rt/match.hpp (feature_names, read_matches).
 #include "match/h5.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <mutex>
@@ -83,20 +83,32 @@ Hid open_dataset(hid_t file, const std::string& path, const std::string& where) 
   return ds;
 }
 
-}  // namespace
+// A dataset that a well-formed record has: missing, the file is malformed (InvalidArgument), not the record absent.
+Hid open_required(hid_t file, const std::string& path, const std::string& where) {
+  if (!path_exists(file, path)) invalid(where + ": no dataset " + path);
+  return open_dataset(file, path, where);
+}
 
-namespace {
+H5T_class_t type_class(hid_t ds) {
+  Hid type(H5Dget_type(ds), H5Tclose);
+  return H5Tget_class(type.get());
+}
 
-Hid open_features(const std::string& path) {
+bool stored_as_half(hid_t ds) {
+  Hid type(H5Dget_type(ds), H5Tclose);
+  return is_half(type.get());
+}
+
+Hid open_hdf5(const std::string& path, const char* what) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(ErrorKind::NotFound, "features file not found: " + path);
+  if (!fs::exists(path, ec)) throw Error(ErrorKind::NotFound, std::string(what) + " file not found: " + path);
   std::lock_guard lock(util::h5::lock());
   return util::h5::open_file(path, H5F_ACC_RDONLY);
 }
 
 }  // namespace
 
-FeatureReader::FeatureReader(const std::string& path) : path_(path), file_(open_features(path)) {
+FeatureReader::FeatureReader(const std::string& path) : path_(path), file_(open_hdf5(path, "features")) {
   std::lock_guard lock(util::h5::lock());
   names_ = util::h5::dataset_parents(file_.get(), path);
   name_set_.insert(names_.begin(), names_.end());
@@ -136,6 +148,106 @@ DescriptorRecord FeatureReader::read(const std::string& name) const {
   r.n = n;
   r.dim = dim;
   return r;
+}
+
+KeypointRecord FeatureReader::keypoints(const std::string& name) const {
+  std::lock_guard lock(util::h5::lock());
+  const std::string where = path_ + " [" + name + "]";
+  KeypointRecord r;
+  {
+    const std::string w = where + " keypoints";
+    Hid ds = open_dataset(file_.get(), name + "/keypoints", where);
+    const auto dims = numeric_dims(ds.get(), 2, kMaxRecordValues, w);
+    if (type_class(ds.get()) != H5T_FLOAT) invalid(w + ": not a float dataset");
+    if (dims[1] != 2)
+      invalid(w + ": shape (" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + "), expected (N, 2)");
+    r.half = stored_as_half(ds.get());
+    r.xy = read_floats(ds.get(), static_cast<std::size_t>(dims[0]) * 2, w);
+    for (std::size_t i = 0; i < r.xy.size(); ++i)
+      if (!std::isfinite(r.xy[i])) invalid(w + ": keypoint " + std::to_string(i / 2) + " is not finite");
+  }
+  const std::string w = where + " image_size";
+  Hid ds = open_required(file_.get(), name + "/image_size", where);
+  const auto dims = numeric_dims(ds.get(), 1, 2, w);
+  if (type_class(ds.get()) != H5T_INTEGER || dims[0] != 2) invalid(w + ": expected two integers (width, height)");
+  std::int64_t wh[2] = {0, 0};
+  check(H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, wh), "cannot read", w);
+  if (wh[0] < 1 || wh[1] < 1 || wh[0] > kMaxImageSide || wh[1] > kMaxImageSide)
+    invalid(w + ": [" + std::to_string(wh[0]) + ", " + std::to_string(wh[1]) + "] is not a (width, height) in [1, " +
+            std::to_string(kMaxImageSide) + "]");
+  r.width = wh[0];
+  r.height = wh[1];
+  return r;
+}
+
+MatchReader::MatchReader(const std::string& path) : path_(path), file_(open_hdf5(path, "matches")) {}
+
+MatchReader::~MatchReader() {
+  std::lock_guard lock(util::h5::lock());
+  file_.close();
+}
+
+std::optional<std::pair<std::string, bool>> MatchReader::find(const std::string& name0,
+                                                              const std::string& name1) const {
+  std::lock_guard lock(util::h5::lock());
+  // hloc utils/io.py find_pair: names_to_pair both ways, then names_to_pair_old (separator "_") both ways.
+  for (const char* sep : {"/", "_"})
+    for (const bool reversed : {false, true}) {
+      std::string key = reversed ? names_to_pair(name1, name0, sep) : names_to_pair(name0, name1, sep);
+      if (path_exists(file_.get(), key + "/matches0")) return std::make_pair(std::move(key), reversed);
+    }
+  return std::nullopt;
+}
+
+MatchRecord MatchReader::read(const std::string& name0, const std::string& name1, bool with_scores,
+                              const std::optional<std::array<std::size_t, 2>>& sizes) const {
+  std::lock_guard lock(util::h5::lock());
+  const auto found = find(name0, name1);
+  if (!found)
+    throw Error(ErrorKind::NotFound, path_ + ": no pair (" + name0 + ", " + name1 + ") in either order (group " +
+                                         names_to_pair(name0, name1) + "; matched with another list of pairs?)");
+  const auto& [key, reversed] = *found;
+  const std::string where = path_ + " [" + key + "]", wm = where + " matches0";
+  Hid m = open_dataset(file_.get(), key + "/matches0", where);
+  const auto n = static_cast<std::size_t>(numeric_dims(m.get(), 1, kMaxRecordValues, wm)[0]);
+  if (type_class(m.get()) != H5T_INTEGER) invalid(wm + ": not an integer dataset");
+  // The stored direction: matches0 has one entry per keypoint of the group's first image, indices into the other.
+  const std::string& other_name = reversed ? name0 : name1;
+  std::int64_t other = std::numeric_limits<std::int32_t>::max();  // unknown: any index of the result's type
+  if (sizes) {
+    const std::size_t first = (*sizes)[reversed ? 1 : 0];
+    other = static_cast<std::int64_t>((*sizes)[reversed ? 0 : 1]);
+    if (n != first)
+      invalid(wm + ": shape (" + std::to_string(n) + ",), expected (" + std::to_string(first) +
+              ",): one entry per keypoint of " + (reversed ? name1 : name0));
+  }
+  std::vector<std::int64_t> m0(n);
+  if (n) check(H5Dread(m.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, m0.data()), "cannot read", wm);
+  MatchRecord out;
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (m0[i] == -1) continue;  // hloc: np.where(matches != -1)
+    if (m0[i] < 0 || m0[i] >= other)
+      invalid(wm + ": entry " + std::to_string(i) + " = " + std::to_string(m0[i]) +
+              " is neither -1 nor a keypoint index of " + other_name +
+              (sizes ? " (it has " + std::to_string(other) + ")" : std::string()));
+    rows.push_back(i);
+    const auto a = static_cast<std::int32_t>(i), b = static_cast<std::int32_t>(m0[i]);
+    // hloc: np.flip(matches, -1) when the pair was stored reversed.
+    out.matches.pairs.push_back(reversed ? std::array<std::int32_t, 2>{b, a} : std::array<std::int32_t, 2>{a, b});
+  }
+  if (with_scores) {
+    const std::string ws = where + " matching_scores0";
+    Hid s = open_required(file_.get(), key + "/matching_scores0", where);
+    const auto ns = static_cast<std::size_t>(numeric_dims(s.get(), 1, kMaxRecordValues, ws)[0]);
+    if (ns != n)
+      invalid(ws + ": " + std::to_string(ns) + " entries, expected (" + std::to_string(n) + ",) as matches0");
+    out.scores_half = stored_as_half(s.get());
+    const std::vector<float> all = read_floats(s.get(), n, ws);
+    out.matches.scores.reserve(rows.size());
+    for (const std::size_t i : rows) out.matches.scores.push_back(all[i]);
+  }
+  return out;
 }
 
 std::set<std::string> existing_pairs(const std::string& output) {
@@ -199,42 +311,7 @@ std::vector<std::string> feature_names(const std::string& path) {
 }
 
 PairMatches read_matches(const std::string& path, const std::string& name0, const std::string& name1) {
-  using util::h5::Hid;
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw Error(ErrorKind::NotFound, "matches file not found: " + path);
-  std::lock_guard lock(util::h5::lock());
-  Hid f = util::h5::open_file(path, H5F_ACC_RDONLY);
-  // hloc find_pair: the pair, its reverse, then the older "_" separator in both orders.
-  const std::string forms[4] = {names_to_pair(name0, name1), names_to_pair(name1, name0),
-                                names_to_pair(name0, name1, "_"), names_to_pair(name1, name0, "_")};
-  int found = -1;
-  for (int i = 0; i < 4 && found < 0; ++i)
-    if (matching::detail::path_exists(f.get(), forms[i])) found = i;
-  if (found < 0)
-    throw Error(ErrorKind::NotFound, path + ": no pair (" + name0 + ", " + name1 +
-                                         ") in either order (matched with another list of pairs?)");
-  const std::string& key = forms[found];
-  const std::string where = path + " [" + key + "]";
-  Hid m = matching::detail::open_dataset(f.get(), key + "/matches0", where);
-  Hid s = matching::detail::open_dataset(f.get(), key + "/matching_scores0", where);
-  const auto n = matching::detail::numeric_dims(m.get(), 1, matching::detail::kMaxRecordValues, where + " matches0")[0];
-  const auto ns = matching::detail::numeric_dims(s.get(), 1, matching::detail::kMaxRecordValues, where + " scores")[0];
-  if (ns != n)
-    throw Error(ErrorKind::InvalidArgument,
-                where + ": " + std::to_string(n) + " matches0 but " + std::to_string(ns) + " matching_scores0");
-  std::vector<std::int32_t> m0(n);
-  if (n)
-    util::h5::check(H5Dread(m.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, m0.data()), "cannot read", where);
-  const std::vector<float> s0 = matching::detail::read_floats(s.get(), n, where);
-  PairMatches out;
-  const bool reverse = found % 2 == 1;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (m0[i] == -1) continue;  // hloc: np.where(matches != -1)
-    const auto a = static_cast<std::int32_t>(i);
-    out.pairs.push_back(reverse ? std::array<std::int32_t, 2>{m0[i], a} : std::array<std::int32_t, 2>{a, m0[i]});
-    out.scores.push_back(s0[i]);
-  }
-  return out;
+  return matching::detail::MatchReader(path).read(name0, name1, true).matches;
 }
 
 }  // namespace superpoint_rt

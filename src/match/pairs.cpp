@@ -2,7 +2,6 @@
 // overlap and key-frame loop closure, hloc's find_unique_new_pairs, and the pairs.txt format (parse_retrieval /
 // the lines pairs_from_*.py write).
 #include <algorithm>
-#include <cstring>
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -110,8 +109,9 @@ std::vector<ImagePair> parse_pairs(std::string_view text, const std::string& wha
   std::size_t line = 0;
   while (p < end) {
     ++line;
-    const auto* eol = static_cast<const unsigned char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-    if (!eol) eol = end;
+    // Lines end at '\n', "\r\n" or '\r': hloc opens the file in text mode (Python's universal newlines).
+    const unsigned char* eol = p;
+    while (eol < end && *eol != '\n' && *eol != '\r') ++eol;
     std::string_view tokens[2];
     int count = 0;
     for (const unsigned char* q = p; q < eol;) {
@@ -139,7 +139,7 @@ std::vector<ImagePair> parse_pairs(std::string_view text, const std::string& wha
         invalid(what + ": more than " + std::to_string(kMaxPairs) + " pairs (the limit of a pairs file)");
       out.emplace_back(std::string(tokens[0]), std::string(tokens[1]));
     }
-    p = eol + (eol < end ? 1 : 0);
+    p = eol + (eol == end ? 0 : eol[0] == '\r' && eol + 1 < end && eol[1] == '\n' ? 2 : 1);
   }
   return out;
 }

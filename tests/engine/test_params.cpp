@@ -49,6 +49,29 @@ TEST(Params, PresetDefaultsAreTheToolsValues) {
   EXPECT_EQ(lg.network_frame(768, 1024, "x"), std::make_pair(768, 1024));
 }
 
+TEST(Params, ExifOrientationFollowsEachToolsImageReader) {
+  // hloc's read_image: IMREAD_IGNORE_ORIENTATION since "Don't autorotate images on load (#373)"; LightGlue's
+  // load_image: plain cv2.imread(IMREAD_COLOR), which applies it; Pillow (hf) never does.
+  Params p;
+  EXPECT_FALSE(resolve(p).exif_orientation);
+  for (const char* hloc : {"hloc:superpoint_aachen", "hloc:superpoint_max", "hloc:superpoint_inloc"}) {
+    p.preset = hloc;
+    EXPECT_FALSE(resolve(p).exif_orientation) << hloc;
+  }
+  p.preset = "lightglue";
+  EXPECT_TRUE(resolve(p).exif_orientation);
+  set_param_text(p, "exif_orientation", "false");
+  EXPECT_FALSE(resolve(p).exif_orientation);
+  p.preset = "hloc:superpoint_aachen";
+  set_param(p, "exif_orientation", ParamValue{true});  // users of hloc before #373
+  EXPECT_TRUE(resolve(p).exif_orientation);
+  Params hf;
+  hf.exif_orientation = true;
+  EXPECT_EQ(kind_of([&] { hf.validate(); }), ErrorKind::InvalidArgument);
+  hf.exif_orientation = false;
+  EXPECT_NO_THROW(hf.validate());
+}
+
 TEST(Params, ExplicitValuesOverrideThePreset) {
   Params p;
   p.preset = "hloc:superpoint_aachen";
@@ -197,6 +220,32 @@ TEST(Params, TextAndTypedSettersShareTheTable) {
   // Every parameter of the table has a text value in every preset (the docs and /v1/info print them).
   for (const auto& preset : preset_specs())
     for (const auto& spec : param_specs()) EXPECT_FALSE(param_value_text(preset.defaults, spec.name).empty());
+}
+
+SuperPoint& model();
+
+TEST(ExifOrientation, HlocReadsTheStoredPixelsUnlessAsked) {
+  // monstree_IMG_1027.JPG: stored 4032x3024 with EXIF Orientation=6 (displayed 3024x4032). hloc today writes
+  // image_size [4032, 3024] (W, H) for it, i.e. (height, width) = (3024, 4032) here.
+  const std::string path = sprt_test::images_dir() + "/monstree_IMG_1027.JPG";
+  Params p;
+  p.preset = "hloc:superpoint_aachen";
+  p.max_keypoints = 64;
+  const Features f = model().run(ImageInput::file(path), p);
+  EXPECT_EQ(f.image_size, (std::array<int, 2>{3024, 4032}));
+  EXPECT_EQ(f.network_size, (std::array<int, 2>{768, 1024}));
+  const Image stored = decode_file_as(path, p);
+  EXPECT_EQ(stored.width, 4032);
+  EXPECT_EQ(stored.height, 3024);
+  p.exif_orientation = true;
+  const Image rotated = decode_file_as(path, p);
+  EXPECT_EQ(rotated.width, 3024);
+  EXPECT_EQ(rotated.height, 4032);
+  // Orientation 6 is a clockwise quarter turn: the rotated image's row 0 is the stored image's column 0, read
+  // bottom to top.
+  for (int x = 0; x < 3024; x += 101)
+    ASSERT_EQ(rotated.pixels[static_cast<std::size_t>(x)], stored.pixels[static_cast<std::size_t>(3023 - x) * 4032])
+        << x;
 }
 
 SuperPoint& model() {

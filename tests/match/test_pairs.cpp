@@ -1,6 +1,6 @@
-// Pair lists (src/match/pairs.cpp): hloc's pairs.txt reading rules (parse_retrieval: lines split at '\n', empty lines
-// skipped, exactly two names split at any of Python's whitespace), the limits, writing, the generators and
-// names_to_pair.
+// Pair lists (src/match/pairs.cpp): hloc's pairs.txt reading rules (parse_retrieval in text mode: lines end at '\n',
+// "\r\n" or '\r', empty lines skipped, exactly two names split at any of Python's whitespace), the limits, writing,
+// the generators and names_to_pair.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -34,6 +34,8 @@ TEST(Pairs, ParseFollowsHlocsParseRetrieval) {
   EXPECT_EQ(sp::parse_pairs("\n\n"), P{});
   EXPECT_EQ(sp::parse_pairs("a b"), (P{{"a", "b"}}));
   EXPECT_EQ(sp::parse_pairs("a b\r\n\n c\td \n"), (P{{"a", "b"}, {"c", "d"}}));
+  // Python's universal newlines: a lone '\r' ends a line too (old Mac files), "\r\n" is one line end.
+  EXPECT_EQ(sp::parse_pairs("a b\rc d\r\re f\r\ng h\r"), (P{{"a", "b"}, {"c", "d"}, {"e", "f"}, {"g", "h"}}));
   // \v \f \x1c-\x1f and Unicode spaces (U+00A0, U+2003, U+3000) separate names too, as Python's str.split().
   EXPECT_EQ(sp::parse_pairs("a\x0b"
                             "b\nc\x1f"
@@ -50,6 +52,7 @@ TEST(Pairs, ParseErrorsNameTheLineAndTheRule) {
   EXPECT_NE(error_of("a b\nc\n").find("p.txt: line 2: one name"), std::string::npos);
   EXPECT_NE(error_of("a b\n \t \n").find("line 2: only whitespace"), std::string::npos);
   EXPECT_NE(error_of("a b c").find("line 1: more than two names"), std::string::npos);
+  EXPECT_NE(error_of("a b\r\nc d\re\r\n").find("line 3: one name"), std::string::npos);
   EXPECT_NE(error_of("a " + std::string(sp::kMaxPairNameBytes + 1, 'x')).find("bytes (at most 4096)"),
             std::string::npos);
   EXPECT_EQ(sp::parse_pairs("a " + std::string(sp::kMaxPairNameBytes, 'x')).size(), 1u);

@@ -9,13 +9,15 @@ Sources (read, not copied; every step below is re-written in plain torch / numpy
   * scales.mean(), as_half: every float32 array -> float16, one HDF5 group per image name with datasets
   keypoints / scores / descriptors (256 x N, as SuperGlue returns them) / image_size, keypoints.attrs
   ["uncertainty"], h5py.File(path, "a", libver="latest"));
-- hloc `hloc/utils/io.py` read_image: cv2.imread(path, IMREAD_GRAYSCALE) (EXIF orientation applied by OpenCV);
+- hloc `hloc/utils/io.py` read_image: cv2.imread(path, IMREAD_GRAYSCALE | IMREAD_IGNORE_ORIENTATION) (since hloc's
+  "Don't autorotate images on load (#373)", 2024-11: the stored pixels; exif_orientation=True gives older hloc's
+  plain IMREAD_GRAYSCALE, which OpenCV rotates by the EXIF orientation);
 - hloc `hloc/extractors/superpoint.py` (fix_sampling False, keypoint_threshold 0.005, remove_borders 4) over
   SuperGlue `models/superpoint.py`: softmax(65) minus dustbin, depth-to-space, simple_nms (2 rounds),
   nonzero(s > thr) (raster order), remove_borders on the score map's H x W, top_k_keypoints (torch.topk, sorted)
   only when more than k pass, flip (y, x) -> (x, y), sample_descriptors ((kp - s/2 + 0.5) / (w*s - s/2 - 0.5),
   *2 - 1, grid_sample bilinear align_corners=True, L2 normalise);
-- LightGlue `lightglue/utils.py` read_image (cv2 IMREAD_COLOR, BGR -> RGB), numpy_image_to_torch (image / 255.
+- LightGlue `lightglue/utils.py` read_image (cv2 IMREAD_COLOR, which applies the EXIF orientation; BGR -> RGB), numpy_image_to_torch (image / 255.
   in float64 -> float32), ImagePreprocessor (kornia resize(img, 1024, side="long", antialias=True,
   align_corners=None); scale = (new_w / w, new_h / h)), Extractor.extract ((kp + 0.5) / scale - 0.5);
   `lightglue/superpoint.py` (nms_radius 4, detection_threshold 0.0005, remove_borders 4 by setting the border
@@ -40,7 +42,7 @@ import os
 import pathlib
 import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -63,13 +65,14 @@ class Preset:
     resize_force: bool = False
     border: int = 4
     detection_noise: float = 2.0  # hloc's SuperPoint.detection_noise
+    exif_orientation: bool = False  # whether the tool's image reader applies the EXIF orientation
 
 
 PRESETS = {
     "hloc:superpoint_aachen": Preset("hloc", 3, 0.005, 4096, 1024),
     "hloc:superpoint_max": Preset("hloc", 3, 0.005, 4096, 1600, resize_force=True),
     "hloc:superpoint_inloc": Preset("hloc", 4, 0.005, 4096, 1600),
-    "lightglue": Preset("lightglue", 4, 0.0005, 2048, 1024),
+    "lightglue": Preset("lightglue", 4, 0.0005, 2048, 1024, exif_orientation=True),
 }
 
 
@@ -209,9 +212,14 @@ def detect(net: SuperPointNet, image: torch.Tensor, p: Preset) -> dict:
 # ----------------------------------------------------------------------------------------------------------------
 # Request paths
 # ----------------------------------------------------------------------------------------------------------------
+def imread_flags(mode: int, exif_orientation: bool) -> int:
+    """cv2.imread flags: hloc's read_image adds IMREAD_IGNORE_ORIENTATION (#373); LightGlue's does not."""
+    return mode if exif_orientation else mode | cv2.IMREAD_IGNORE_ORIENTATION
+
+
 def hloc_input(path, p: Preset):
     """hloc ImageDataset.__getitem__ with grayscale=True: the (H, W) float32 network plane and original (W, H)."""
-    img = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+    img = cv2.imread(str(path), imread_flags(cv2.IMREAD_GRAYSCALE, p.exif_orientation))
     if img is None:
         raise ValueError(f"Cannot read image {path}.")
     img = img.astype(np.float32)
@@ -228,7 +236,7 @@ def hloc_input(path, p: Preset):
 
 def lightglue_input(path, p: Preset):
     """LightGlue load_image + ImagePreprocessor + rgb_to_grayscale: the (h, w) float32 plane, the scale and (W, H)."""
-    bgr = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    bgr = cv2.imread(str(path), imread_flags(cv2.IMREAD_COLOR, p.exif_orientation))
     if bgr is None:
         raise IOError(f"Could not read image at {path}.")
     rgb = bgr[..., ::-1].transpose(2, 0, 1)
@@ -243,10 +251,13 @@ def lightglue_input(path, p: Preset):
     return gray.numpy(), scale.numpy(), np.array([w, h])
 
 
-def run_image(net: SuperPointNet, path, preset: str) -> dict:
+def run_image(net: SuperPointNet, path, preset: str, exif_orientation: bool | None = None) -> dict:
     """One image through a preset: keypoints (N, 2) float32 in original pixels, scores (N,), descriptors (N, 256),
-    image_size (W, H), the network input plane, and the detection internals (kp_net, heat, kth, n_pass)."""
+    image_size (W, H), the network input plane, and the detection internals (kp_net, heat, kth, n_pass).
+    exif_orientation: None = the tool's own reader; True / False = apply / ignore the EXIF orientation."""
     p = PRESETS[preset]
+    if exif_orientation is not None:
+        p = replace(p, exif_orientation=exif_orientation)
     if p.kind == "hloc":
         plane, original = hloc_input(path, p)
         out = detect(net, torch.from_numpy(plane)[None, None], p)

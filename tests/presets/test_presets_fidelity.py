@@ -9,6 +9,8 @@ SuperPoint request paths (tests/presets/reference_presets.py; SPEC.md §2b; the 
   extract_features.main(as_half=True) writes (names, datasets, dtypes, shapes, values, uncertainty, image_size);
 - the network input planes of the reference against our float resizes (private binding
   superpoint_rt._core._resize_float; skipped when the Python module is not built, as our CLI cannot dump its plane);
+- EXIF orientation: files given orientation tags (JPEG APP1, PNG eXIf) read as each tool reads them (hloc's
+  read_image ignores the tag since its #373, LightGlue's applies it) and as the exif_orientation parameter asks;
 - the checks themselves fail on perturbed outputs.
 
 ctest runs a subset of ../shared/images per preset (CI time). Every image, every preset, with a table:
@@ -23,6 +25,7 @@ from __future__ import annotations
 import copy
 import os
 import pathlib
+import struct
 import subprocess
 import sys
 
@@ -227,9 +230,10 @@ def check_plane(preset, img, ref):
     except ImportError as e:
         pytest.skip(f"superpoint_rt Python module not built ({e}): the network-input comparison needs "
                     "superpoint_rt._core._resize_float")
+    p = R.PRESETS[preset]
     h, w = ref["plane"].shape
-    if R.PRESETS[preset].kind == "hloc":
-        gray = cv2.imread(str(img), cv2.IMREAD_GRAYSCALE).astype(np.float32)
+    if p.kind == "hloc":
+        gray = cv2.imread(str(img), R.imread_flags(cv2.IMREAD_GRAYSCALE, p.exif_orientation)).astype(np.float32)
         if gray.shape == (h, w):
             ours = gray / 255.0
         else:
@@ -237,7 +241,7 @@ def check_plane(preset, img, ref):
             ours = _core._resize_float(np.ascontiguousarray(gray), w, h, kind) / 255.0
         np.testing.assert_array_equal(ours, ref["plane"], err_msg=f"{preset} {img.name}")
     else:
-        rgb = cv2.imread(str(img), cv2.IMREAD_COLOR)[..., ::-1]
+        rgb = cv2.imread(str(img), R.imread_flags(cv2.IMREAD_COLOR, p.exif_orientation))[..., ::-1]
         ch = [np.ascontiguousarray((rgb[..., c] / 255.0).astype(np.float32)) for c in range(3)]
         if ch[0].shape != (h, w):
             ch = [_core._resize_float(c, w, h, "kornia_antialias") for c in ch]
@@ -251,6 +255,64 @@ def test_network_input_plane(preset, outputs):
     """The reference's network input against our float resize of the same decoded pixels (check_plane)."""
     for img, ref, _ in outputs(preset):
         check_plane(preset, img, ref)
+
+
+def _exif_ifd(orientation: int) -> bytes:
+    """A little-endian TIFF header + IFD0 with one entry: Orientation (0x0112, SHORT) = orientation."""
+    return b"II*\0" + struct.pack("<IH", 8, 1) + struct.pack("<HHIHH", 0x0112, 3, 1, orientation, 0) + b"\0" * 4
+
+
+def _with_orientation(data: bytes, orientation: int) -> bytes:
+    """The file with an EXIF orientation tag and its pixel data unchanged: a JPEG gets an APP1 "Exif" segment right
+    after SOI (the first APP1, the one OpenCV reads), a PNG an eXIf chunk before IDAT."""
+    ifd = _exif_ifd(orientation)
+    if data[:2] == b"\xff\xd8":
+        return data[:2] + b"\xff\xe1" + struct.pack(">H", len(ifd) + 8) + b"Exif\0\0" + ifd + data[2:]
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    import zlib
+    chunk = struct.pack(">I", len(ifd)) + b"eXIf" + ifd + struct.pack(">I", zlib.crc32(b"eXIf" + ifd))
+    at = data.index(b"IDAT") - 4
+    return data[:at] + chunk + data[at:]
+
+
+# Small files (fast on 2 cores): orientations 6 (quarter turn), 3 (half turn) and 5 (transpose) on a JPEG, 8 on a
+# PNG (an eXIf chunk); the reader's own setting gets more of them than the flipped one.
+JPEG_SMALL = "pt_piazza_san_marco_18627786_5929294590.jpg"
+EXIF_CASES = [("hloc:superpoint_aachen", None, [(JPEG_SMALL, 6), (JPEG_SMALL, 5), ("xfeat_ref.png", 8)]),
+              ("hloc:superpoint_aachen", True, [(JPEG_SMALL, 6), (JPEG_SMALL, 3)]),
+              ("lightglue", None, [(JPEG_SMALL, 6), ("xfeat_ref.png", 8)]),
+              ("lightglue", False, [(JPEG_SMALL, 6)])]
+
+
+@pytest.mark.parametrize("preset,flag,exif_files", EXIF_CASES, ids=[f"{p}-{f}" for p, f, _ in EXIF_CASES])
+def test_exif_rotated_files(net, tmp_path, preset, flag, exif_files):
+    """Each tool's reader on EXIF-rotated files: hloc (today) reads the stored pixels, LightGlue rotates; the
+    exif_orientation parameter turns either way. The reference is cv2.imread with the reader's flags."""
+    src = tmp_path / "src"
+    src.mkdir()
+    files = []
+    for name, o in exif_files:
+        f = src / f"o{o}_{name}"
+        f.write_bytes(_with_orientation((shared() / "images" / name).read_bytes(), o))
+        files.append((f, o))
+    extra = [] if flag is None else ["--exif-orientation" if flag else "--no-exif-orientation"]
+    out = tmp_path / "out"
+    FID.run_cli(cli(), [f for f, _ in files], preset, out, extra)
+    applied = R.PRESETS[preset].exif_orientation if flag is None else flag
+    failures = []
+    for f, o in files:
+        stored = cv2.imread(str(f), cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION).shape  # (H, W)
+        want_hw = stored[::-1] if applied and o >= 5 else stored
+        ref = R.run_image(net, f, preset, exif_orientation=flag)
+        ours = FID.load_ours(out, f)
+        assert tuple(ref["image_size"][::-1]) == tuple(want_hw), f"{f.name}: reference reads {ref['image_size']}"
+        if tuple(ours["image_size"]) != tuple(want_hw):
+            failures.append(f"{f.name}: image_size (h, w) {tuple(ours['image_size'])}, expected {want_hw}")
+            continue
+        c = FID.compare(ref, ours, preset)
+        failures += [f"{f.name}: {b}" for b in c["bad"]]
+        assert c["n_ref"] > 100, f"{f.name}: only {c['n_ref']} reference keypoints"
+    assert not failures, f"{preset} exif_orientation={flag}: " + "\n".join(failures)
 
 
 def _h5_dump(path) -> dict:

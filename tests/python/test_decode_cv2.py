@@ -1,6 +1,8 @@
 """decode_image_cv2 (src/image/decode_cv2.hpp) against OpenCV itself: superpoint_rt._core._decode_cv2(data, color)
 must equal cv2.imdecode(data, IMREAD_COLOR)[..., ::-1] / cv2.imdecode(data, IMREAD_GRAYSCALE) pixel for pixel, for
-every file of ../shared/images and for synthetic files of each format and variant (EXIF orientations included).
+every file of ../shared/images and for synthetic files of each format and variant (EXIF orientations included), and
+_decode_cv2(data, color, apply_orientation=False) must equal the same with IMREAD_IGNORE_ORIENTATION (hloc's
+read_image since its #373).
 
 It lives in tests/python/ (not tests/image/) because it needs the Python module, which the sanitizer build does not
 build (tests/CMakeLists.txt runs tests/python/ only where it is built). cv2 is Debian's python3-opencv 4.6 (the venv
@@ -25,19 +27,21 @@ from superpoint_rt import _core
 assert cv2.__version__.startswith("4.6."), f"these expectations are OpenCV 4.6's, found {cv2.__version__}"
 
 
-def cv2_decode(data: bytes, color: bool):
-    a = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR if color else cv2.IMREAD_GRAYSCALE)
+def cv2_decode(data: bytes, color: bool, apply_orientation: bool = True):
+    flags = (cv2.IMREAD_COLOR if color else cv2.IMREAD_GRAYSCALE) | (
+        0 if apply_orientation else cv2.IMREAD_IGNORE_ORIENTATION)
+    a = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
     if a is None:
         return None
     return np.ascontiguousarray(a[..., ::-1]) if color else a
 
 
 def assert_like_cv2(data: bytes, what: str) -> None:
-    for color in (False, True):
-        ref = cv2_decode(data, color)
+    for color, apply in ((False, True), (True, True), (False, False), (True, False)):
+        ref = cv2_decode(data, color, apply)
         assert ref is not None, f"{what}: cv2 cannot decode it (a test file must be one OpenCV reads)"
-        ours = _core._decode_cv2(data, color)
-        mode = "COLOR" if color else "GRAYSCALE"
+        ours = _core._decode_cv2(data, color, apply_orientation=apply)
+        mode = ("COLOR" if color else "GRAYSCALE") + ("" if apply else " | IGNORE_ORIENTATION")
         assert ours.shape == ref.shape, f"{what} {mode}: shape {ours.shape}, cv2 {ref.shape}"
         diff = ours != ref
         if color:
@@ -57,6 +61,9 @@ def test_every_shared_image_equals_cv2_imdecode_and_imread():
     assert np.array_equal(_core._decode_cv2(p.read_bytes(), True), rgb)
     assert np.array_equal(_core._decode_cv2(p.read_bytes(), False), cv2.imread(str(p), cv2.IMREAD_GRAYSCALE))
     assert rgb.shape[0] > rgb.shape[1], "monstree_IMG_1027.JPG has Orientation=6: cv2 returns it portrait"
+    stored = cv2.imread(str(p), cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)  # hloc's read_image
+    assert stored.shape == (3024, 4032)
+    assert np.array_equal(_core._decode_cv2(p.read_bytes(), False, apply_orientation=False), stored)
 
 
 # ---- synthetic files ---------------------------------------------------------------------------------------------
@@ -113,6 +120,7 @@ def test_jpeg_exif_orientation(orientation, little):
     assert_like_cv2(data, f"JPEG orientation {orientation} {'II' if little else 'MM'}")
     ours = _core._decode_cv2(data, True)
     assert ours.shape[:2] == ((43, 29) if orientation >= 5 else (29, 43))
+    assert _core._decode_cv2(data, True, apply_orientation=False).shape[:2] == (29, 43)
 
 
 def test_jpeg_exif_quirks_as_opencv():
@@ -195,7 +203,7 @@ def test_bmp_webp_tiff_pnm():
         "PPM ascii": b"P3\n3 2\n255\n" + b" ".join(str(v).encode() for v in RGB[:2, :3].ravel()) + b"\n",
         "PGM ascii": b"P2\n# c\n3 2\n255\n" + b" ".join(str(v).encode() for v in RGB[:2, :3, 0].ravel()) + b"\n",
     }
-    for o in range(1, 9):  # OpenCV 4.6 applies a TIFF's own Orientation tag
+    for o in range(1, 9):  # OpenCV 4.6's TIFF decoder applies a TIFF's own Orientation tag, even with IGNORE
         t = Image.fromarray(RGB)
         exif = t.getexif()
         exif[0x0112] = o

@@ -5,6 +5,7 @@ file API equal to the command line's."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -153,6 +154,16 @@ def test_files_api_equals_the_command_line(outputs, tmp_path):
     np.testing.assert_array_equal(s, s2)
     with pytest.raises(FileNotFoundError, match="no pair"):
         superpoint_rt.read_matches(tmp_path / "py.h5", "b.jpg", "nothing.jpg")
+    # A group whose matches0 holds an entry that is neither -1 nor an index, or is not integer, or whose scores have
+    # another length, is a malformed file (hloc's get_matches would index with it).
+    for m0, scores, needle in ((np.array([0, -2], np.int16), [0.5, 0.5], "entry 1 = -2"),
+                               (np.array([0, 1], np.float32), [0.5, 0.5], "not an integer"),
+                               (np.array([0, 1], np.int16), [0.5], "1 entries, expected (2,)")):
+        with h5py.File(tmp_path / "bad.h5", "w") as f:
+            f.create_dataset("b.jpg/c.jpg/matches0", data=m0)
+            f.create_dataset("b.jpg/c.jpg/matching_scores0", data=np.array(scores, np.float16))
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            superpoint_rt.read_matches(tmp_path / "bad.h5", "b.jpg", "c.jpg")
     # The file path matches the float16 descriptors as stored: equal to matching them in memory.
     x, y = (a.descriptors.astype(np.float16).astype(np.float32), b.descriptors.astype(np.float16).astype(np.float32))
     np.testing.assert_array_equal(superpoint_rt.read_matches(tmp_path / "py.h5", "c.jpg", "x/a.jpg")[0],

@@ -7,9 +7,10 @@ included, holds the server to the document everywhere else.
   cases are really valid. The images are square, 16 to 48 pixels a side: every `resize` / `resize_max` the schema
   allows then gives a frame of at least 8 pixels a side (a thinner frame is the documented 422 of a panorama, a
   property of the image, not of the query).
-- Two rules relate two query fields (docs/SERVING.md, the fields' descriptions): a `resize` frame together with a
-  `resize_max` above 0, and `grayscale=false` with a preset other than hf, are 422. Cases generated as valid that
-  break one are dropped (tests/server/test_contract.py checks both 422s).
+- Three rules relate two query fields (docs/SERVING.md, the fields' descriptions): a `resize` frame together with a
+  `resize_max` above 0, `grayscale=false` with a preset other than hf, and `exif_orientation=true` with hf (Pillow
+  never rotates) are 422. Cases generated as valid that break one are dropped (tests/server/test_contract.py checks
+  the three 422s).
 - The batch route answers each image in its 200 (SERVING.md): a part that is no image (what a negative multipart
   case becomes on the wire: a part is bytes, whatever type Schemathesis meant) is refused in its entry. A
   negative_data_rejection failure on that route is dropped only when the response refused every image that way.
@@ -27,6 +28,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 _FALSE = re.compile(r"^([Ff][Aa][Ll][Ss][Ee]|0)$")
+_TRUE = re.compile(r"^([Tt][Rr][Uu][Ee]|1)$")
 
 
 def _image(side: int, mode: str, fmt: str, seed: int) -> bytes:
@@ -64,8 +66,10 @@ def filter_case(context, case):
     resize, resize_max = q.get("resize"), str(q.get("resize_max", "0"))
     if isinstance(resize, str) and resize != "none" and resize_max not in ("0", "None"):
         return False
-    grayscale = q.get("grayscale")
+    grayscale, exif = q.get("grayscale"), q.get("exif_orientation")
     if q.get("preset", "hf") != "hf" and isinstance(grayscale, str) and _FALSE.match(grayscale):
+        return False
+    if q.get("preset", "hf") == "hf" and isinstance(exif, str) and _TRUE.match(exif):
         return False
     return True
 

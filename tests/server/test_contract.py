@@ -290,11 +290,14 @@ def test_query_fields_of_docs_openapi_and_info_agree(srv):
 
 
 def test_rules_between_fields_are_422(srv):
-    # The two rules the OpenAPI schema cannot express (its descriptions and SERVING.md say them).
+    # The three rules the OpenAPI schema cannot express (its descriptions and SERVING.md say them).
     msg = assert_error(*post_image(srv, PNG_640, "?resize=320x240&resize_max=512"), 422)
     assert "resize" in msg and "contradict" in msg
     msg = assert_error(*post_image(srv, PNG_640, "?preset=lightglue&grayscale=false"), 422)
     assert "grayscale" in msg
+    msg = assert_error(*post_image(srv, PNG_640, "?exif_orientation=true"), 422)  # hf: Pillow never rotates
+    assert "exif_orientation" in msg
+    assert post_image(srv, PNG_640, "?preset=lightglue&exif_orientation=false")[0] == 200
 
 
 # --- --max-frame-pixels: the network frame is bounded before it costs anything (issue 19 §2) -------------------------

@@ -7,7 +7,7 @@ the schema cannot see: 413 for a network frame over --max-frame-pixels, 503 / 50
 refused with a documented 4xx (negative_data_rejection); no 5xx other than the documented 503 / 504.
 
 schemathesis_hooks.py supplies what OpenAPI 3.0 cannot say for the valid cases (a decodable image as the body, the
-two rules between query fields); its docstring says why each is needed.
+three rules between query fields); its docstring says why each is needed.
 
 Bounded: a few examples per operation (-n), a time budget (--max-time), a fixed seed (reproducible in CI; set
 SUPERPOINT_RT_SCHEMATHESIS_SEED to explore others). Small --max-batch-parts, --timeout-s and --max-frame-pixels

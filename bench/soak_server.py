@@ -367,18 +367,25 @@ def run_load(server, traffic, seconds, concurrency, counts, failures, lock, seed
         t.join()
 
 
+def drain(server, seconds=120):
+    deadline = time.time() + seconds
+    while server.metric("superpoint_rt_in_flight_requests") > 1:  # the /metrics request itself
+        if time.time() > deadline:
+            raise RuntimeError(f"requests still in flight {seconds} s after the load stopped")
+        time.sleep(0.2)
+
+
 def quiescent_rss(server, settle_s=2.0, settle=None):
     """VmRSS once nothing is in flight (the vanished clients' requests included); `settle`: queries sent one after
-    the other first (with a small image), so that the server's caches hold the same plans at every sample."""
+    the other first (with a small image), so that the server's caches hold the same plans at every sample. They are
+    sent once the load's last requests are done: on an idle server each must get 200 (a 503 there was a budget
+    accounting bug: a tiny frame's per-pixel workspace applied to large frames)."""
+    drain(server)
     for q in settle or []:
         status = exchange(server.port, "POST", "/v1/keypoints" + q, png(64, 48), "image/png")[0]
         if status != 200:
-            raise RuntimeError(f"settle request {q} got {status}")
-    deadline = time.time() + 120
-    while server.metric("superpoint_rt_in_flight_requests") > 1:  # the /metrics request itself
-        if time.time() > deadline:
-            raise RuntimeError("requests still in flight 120 s after the load stopped")
-        time.sleep(0.2)
+            raise RuntimeError(f"settle request {q} got {status} on an idle server")
+    drain(server)
     time.sleep(settle_s)
     return server.rss_kb()
 

@@ -79,11 +79,20 @@ std::size_t NetworkPlans::resident_bytes() const {
 std::size_t NetworkPlans::workspace_claim(int width, int height) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (const auto it = plans_.find({width, height}); it != plans_.end()) return it->second.executor->workspace_bytes();
+  const double pixels = double(width) * height;
   double per_pixel = 0;
-  for (const auto& [key, e] : plans_)
-    per_pixel =
-        std::max(per_pixel, static_cast<double>(e.executor->workspace_bytes()) / (double(key.first) * key.second));
-  return static_cast<std::size_t>(per_pixel * width * height);
+  std::size_t floor = 0;
+  for (const auto& [key, e] : plans_) {
+    const double px = double(key.first) * key.second;
+    const std::size_t ws = e.executor->workspace_bytes();
+    // A small frame's workspace is mostly fixed costs (an 8 x 8 frame needs 6.8 KB per pixel, 640 x 480 about 250
+    // B): its rate would make any large frame look too large for the budget, so only frames of kRatePixels or more
+    // give the rate, and a smaller cached frame only the least this one needs.
+    if (px >= kRatePixels) per_pixel = std::max(per_pixel, double(ws) / px);
+    if (px <= pixels) floor = std::max(floor, ws);
+  }
+  if (per_pixel == 0) per_pixel = kDefaultBytesPerPixel;
+  return std::max(floor, static_cast<std::size_t>(per_pixel * pixels));
 }
 
 void NetworkPlans::clear() {

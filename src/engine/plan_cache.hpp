@@ -60,10 +60,15 @@ class NetworkPlans {
   /// Bytes the network holds now: the backend's workspace and weights plus every cached plan's own bytes.
   std::size_t resident_bytes() const;
   /// The workspace a request of this frame claims (memory_budget.hpp): the cached plan's workspace_bytes(), else
-  /// the frame's pixels times the most any cached plan needs per frame pixel (plans differ by precision, ISA and
-  /// thread count, which are the backend's and the same for all: only the size changes; smaller frames need a little
-  /// more per pixel, larger ones a little less).
+  /// the frame's pixels times the most a cached plan of at least kRatePixels needs per frame pixel
+  /// (kDefaultBytesPerPixel when none is cached), and at least the workspace of any smaller cached frame. Plans
+  /// differ by precision, ISA and thread count, which are the backend's and the same for all: only the size changes.
   std::size_t workspace_claim(int width, int height) const;
+  /// Frames from 256 x 256 pixels give the per-pixel rate of workspace_claim: below, fixed costs dominate.
+  static constexpr double kRatePixels = 256.0 * 256.0;
+  /// The rate with no such plan cached: above every fp32 / bf16 / int8 rate measured from 256 x 256 to 4096 x 4096
+  /// at 1 and 2 threads on Zen 4 (225-561 bytes per frame pixel, bench_forward --frame WxH).
+  static constexpr double kDefaultBytesPerPixel = 600.0;
   /// Drops every cached plan (holders keep theirs).
   void clear();
 

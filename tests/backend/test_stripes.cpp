@@ -231,7 +231,7 @@ TEST(Stripes, BitIdenticalBf16AndInt8) {
     EXPECT_THROW(backend_of("bf16", 2), sp::Error);
     std::cout << "no avx512_bf16 here: bf16 not checked\n";
   }
-  // int8: the plan of this CPU (conv1b in bf16 where the CPU has bf16 kernels), and all-int8: conv1a_u8 writes the
+  // int8: the plan of this CPU (conv1b in f32 with AVX-512), and all-int8: conv1a_u8 writes the
   // stripes' u8 rows itself.
   if (sp::util::cpu_features().avx2_fma()) {
     for (const char* layers : {"", "*=int8"}) {

@@ -150,3 +150,24 @@ TEST(EngineMemory, RefusesWhatItsBudgetCannotHoldBeforeDecoding) {
   EXPECT_NE(msg.find("200 MiB"), std::string::npos) << msg;
   EXPECT_EQ(kind_of([] { Engine bad(options(-1)); }), ErrorKind::InvalidArgument);
 }
+
+TEST(EngineMemory, ATinyFramesPlanDoesNotMakeLargeFramesLookTooLarge) {
+  // An 8 x 8 frame's workspace is mostly fixed costs (about 6.8 KB per pixel against ~250 B at 640 x 480). The claim
+  // of an uncached frame took the highest per-pixel rate of any cached plan, so after one tiny frame a 1400 x 1050
+  // request claimed ~10 GB and was refused at once under any budget (the mixed-frames soak's 503 on an idle server).
+  Engine e(options(1024));
+  std::vector<std::uint8_t> px(64 * 48, 90);
+  const ImageInput in = ImageInput::pixels(ImageView::gray(px.data(), 64, 48));
+  Params tiny;
+  tiny.resize = "8x8";
+  EXPECT_NO_THROW(e.run(in, tiny));
+  Params large;
+  large.resize = "1400x1050";
+  large.max_keypoints = 64;
+  try {
+    (void)e.run(in, large);
+  } catch (const Error& err) {
+    ADD_FAILURE() << err.what();
+  }
+  EXPECT_LT(e.memory_budget().peak_committed(), 1024 * MiB);
+}

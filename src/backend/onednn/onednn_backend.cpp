@@ -1391,14 +1391,16 @@ LayerPlan default_layer_plan(Precision p) {
   // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
   // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
   //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97).
-  //   int8 all-int8 0.9524 / 0.8794; conv1b and conv2a in bf16 0.9760 / 0.9430 (asked: 0.97 / 0.90).
-  // The price: both mixed plans take 1.45-1.6x the all-bf16 / all-int8 forward without AMX (measured), so int8
-  // keeps its integer conv1b where the CPU has no bf16 kernels: there f32 would cost more still (AVX2: int8 must
-  // stay 1.6x faster than fp32).
+  //   int8 all-int8 0.9524 / 0.8794; conv1b and conv2a in bf16 0.9760 / 0.9430, in f32 0.9770 / 0.9286 (asked:
+  //   0.97 / 0.90).
+  // With AVX-512, oneDNN's f32 Winograd (F(4x4, 3x3)) makes these two layers cheaper in f32 than in direct bf16 or
+  // int8 (int8 plan 0.71x the fp32 forward with them in f32, 0.83x in bf16; bench_forward --threads 2, Zen 4), and
+  // f32 rounds less. On AVX2 oneDNN has no Winograd: there they stay int8 (f32 would make int8 0.79x fp32, where
+  // issue 21 asks 1.6x faster).
   if (p == Precision::Bf16) {
     for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
-  } else if (util::cpu_features().avx512_bf16) {
-    for (const char* l : {"conv1b", "conv2a"}) plan[l] = LayerType::Bf16;
+  } else if (util::cpu_features().avx512()) {
+    for (const char* l : {"conv1b", "conv2a"}) plan[l] = LayerType::F32;
   }
   return plan;
 }

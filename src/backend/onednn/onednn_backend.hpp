@@ -73,8 +73,9 @@ using LayerPlan = std::map<std::string, LayerType>;
 /// bench` measurements (docs/BENCHMARKS.md, "Mixed plans"; the reasons beside the code):
 ///   Fp32  every layer F32.
 ///   Bf16  conv1b, conv2a, conv2b F32 (the early layers whose rounding moves keypoints most), the rest Bf16.
-///   Int8  every layer Int8 but conv1a; where the CPU has avx512_bf16, conv1b and conv2a Bf16 (keypoint F1
-///         0.976 / 0.943 against 0.952 / 0.879, at 1.45x the all-int8 forward).
+///   Int8  every layer Int8 but conv1a; with AVX-512, conv1b and conv2a F32, which oneDNN's f32 Winograd makes
+///         cheaper than direct bf16 or int8 there (keypoint F1 0.977 / 0.929 against all-int8's 0.952 / 0.879, in
+///         0.71x the fp32 forward on Zen 4). AVX2 has no f32 Winograd: all-int8 (0.52x fp32).
 /// SUPERPOINT_RT_LAYER_PRECISION overrides it for experiments: "conv1b=f32,score_a=bf16", applied in order ("*=int8"
 /// sets every layer; unlisted layers keep the plan; conv1a stays F32); an unknown layer or type throws
 /// InvalidArgument naming it. SUPERPOINT_RT_INT8_CLIP=max|pP does the same for the calibration percentile.

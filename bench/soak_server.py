@@ -238,10 +238,11 @@ def frame_image(rng, max_side):
 
 
 def settle_queries(max_side):
-    """The fixed sequence sent before each RSS sample of --mixed-frames: 8 frames (the last the largest), so the
-    plan cache (8 plans) and the workspace (its largest plan) hold the same at every sample."""
+    """The fixed sequence sent before each RSS sample of --mixed-frames: 8 square frames, the last max_side x
+    max_side, the most pixels any request of the traffic can have, so that the plan cache (8 plans) and the workspace
+    (as large as the largest plan that ran) hold the same at every sample, whichever frames came before."""
     sides = [max(16, max_side * k // 8) for k in range(1, 9)]
-    return [f"?resize={s}x{max(16, s * 3 // 4)}&max_keypoints=64" for s in sides]
+    return [f"?resize={s}x{s}&max_keypoints=64" for s in sides]
 
 
 class Traffic:

@@ -66,6 +66,11 @@ TEST(ExtractMemory, AFolderOfManySizesCostsAboutItsLargestImage) {
   ASSERT_GT(all, 0) << "extract of the folder failed";
   std::cout << "peak RSS: largest picture alone " << largest / 1024 << " MB, the folder of " << sizes.size()
             << " sizes " << all / 1024 << " MB (" << static_cast<double>(all) / static_cast<double>(largest) << "x)\n";
+#if defined(__SANITIZE_ADDRESS__)
+  // Under AddressSanitizer the resident size is the allocator's (its quarantine keeps freed memory: 1.66x here), not
+  // the program's; the extractions above still ran under it. The Release pass checks the ratio.
+  GTEST_SKIP() << "peak RSS ratio not judged under AddressSanitizer";
+#endif
   // Before issue 19: 3.3x (1455 MB against 439 MB; a plan of ~715 B per frame pixel per size, 8 kept); now
   // 1.17-1.19x (124-126 MB against 105-107 MB): the folder adds only the pipeline's images in flight. 1.5x leaves
   // room for thread timing.

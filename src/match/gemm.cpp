@@ -6,7 +6,10 @@
 #include <dnnl.h>
 #include <omp.h>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -30,6 +33,60 @@ void similarity_block(const DescriptorsView& a, std::size_t row0, std::size_t m,
     throw Error(ErrorKind::Internal, "oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) + ") on " +
                                          std::to_string(m) + " x " + std::to_string(b.n) + " x " +
                                          std::to_string(a.dim));
+}
+
+namespace {
+
+// The bfloat16 matmul with every dimension and stride given at run time (oneDNN picks its JIT GEMM, gemm:jit, whose
+// creation is paid once), shared by every thread: oneDNN primitives may execute concurrently. Absent where oneDNN has
+// no such kernel (before AVX-512, or with ONEDNN_MAX_CPU_ISA below it).
+struct Bf16Matmul {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::optional<dnnl::matmul> matmul;
+  Bf16Matmul() {
+    using dt = dnnl::memory::data_type;
+    constexpr auto rt = DNNL_RUNTIME_DIM_VAL;
+    const dnnl::memory::desc src({rt, rt}, dt::bf16, dnnl::memory::dims{rt, 1});
+    const dnnl::memory::desc weights({rt, rt}, dt::bf16, dnnl::memory::dims{1, rt});
+    const dnnl::memory::desc dst({rt, rt}, dt::f32, dnnl::memory::dims{rt, 1});
+    try {
+      matmul.emplace(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), engine));
+    } catch (const dnnl::error&) {
+    }
+  }
+};
+
+const Bf16Matmul& bf16_matmul() {
+  static const Bf16Matmul m;
+  return m;
+}
+
+}  // namespace
+
+bool bf16_similarity_available() {
+  return bf16_matmul().matmul.has_value();
+}
+
+void similarity_block_bf16(const std::uint16_t* a, std::size_t m, const std::uint16_t* b, std::size_t n, int dim,
+                           float* c, std::size_t ldc) {
+  using dt = dnnl::memory::data_type;
+  const auto M = static_cast<dnnl::memory::dim>(m), N = static_cast<dnnl::memory::dim>(n),
+             K = static_cast<dnnl::memory::dim>(dim), LD = static_cast<dnnl::memory::dim>(ldc);
+  const Bf16Matmul& mm = bf16_matmul();
+  if (!mm.matmul)
+    throw Error(ErrorKind::Internal, "oneDNN has no bf16 matmul on this CPU (check bf16_similarity_available())");
+  try {
+    // oneDNN takes non-const handles; it only reads the operands.
+    const dnnl::memory src({{M, K}, dt::bf16, dnnl::memory::dims{K, 1}}, mm.engine, const_cast<std::uint16_t*>(a));
+    const dnnl::memory weights({{K, N}, dt::bf16, dnnl::memory::dims{1, K}}, mm.engine, const_cast<std::uint16_t*>(b));
+    const dnnl::memory dst({{M, N}, dt::f32, dnnl::memory::dims{LD, 1}}, mm.engine, c);
+    dnnl::stream stream(mm.engine);
+    mm.matmul->execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw Error(ErrorKind::Internal, std::string("oneDNN bf16 matmul failed (") + e.what() + ") on " +
+                                         std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(dim));
+  }
 }
 
 void similarity_matrix(const DescriptorsView& a, const DescriptorsView& b, float* c, int threads) {

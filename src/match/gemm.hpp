@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "superpoint_rt/match.hpp"
@@ -15,6 +16,17 @@ namespace superpoint_rt::matching::detail {
 /// region: oneDNN then stays on one thread). Throws Error(Internal) when oneDNN reports a failure.
 void similarity_block(const DescriptorsView& a, std::size_t row0, std::size_t m, const DescriptorsView& b, float* c,
                       std::size_t ldc);
+
+/// Whether oneDNN runs similarity_block_bf16 here (it needs AVX-512; ONEDNN_MAX_CPU_ISA can take it away).
+bool bf16_similarity_available();
+
+/// c[r][j] = sum_k a[r][k] b[j][k], r in [0, m), j in [0, n), for bfloat16 rows (bits; m x dim and n x dim,
+/// point-major) with float32 accumulation: oneDNN's matmul (its summation order, and its flushing of subnormals, are
+/// its own), into `c` with row stride ldc >= n. One primitive with run-time shapes serves every size. Runs on the
+/// calling thread only, like similarity_block. Throws Error(Internal) when oneDNN reports a failure or has no such
+/// matmul here.
+void similarity_block_bf16(const std::uint16_t* a, std::size_t m, const std::uint16_t* b, std::size_t n, int dim,
+                           float* c, std::size_t ldc);
 
 /// The whole n0 x n1 matrix in one oneDNN call on `threads` OpenMP threads (row stride b.n): the GEMM alone, the floor
 /// that `superpoint-rt bench --matching` measures the matcher against.

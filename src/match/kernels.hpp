@@ -1,4 +1,6 @@
-// Internal: the fused row + column top-2 scan of a block of similarities, per instruction-set level.
+// Internal: the matcher's kernels per instruction-set level: the fused row + column top-2 scan of a block of
+// similarities, the exact similarity (`dot`), the candidate filter of the screened matcher (`collect`) and the bfloat16
+// rounding of its screen (`to_bf16`).
 //
 // The matcher (matcher.cpp) computes the similarity matrix in blocks of rows with a oneDNN GEMM; each block is scanned
 // once, while it is in cache, for both directions of hloc's find_nn: every row's best and second-best similarity
@@ -34,11 +36,27 @@ struct ScanKernels {
   /// rows in increasing r, whose index is row0 + r; a value must be strictly greater to replace the best, so an
   /// earlier row keeps a tie. NaN similarities are never taken (the result is then valid but unspecified).
   void (*scan)(const float* c, std::size_t ldc, int m, int n, std::int32_t row0, Top2Arrays rows, Top2Arrays cols);
+  /// The matcher's exact similarity sum_k a[k] b[k] (dim >= 1), in one order fixed for every CPU: 64 float32 lanes,
+  /// lane l takes k = l, l + 64, ... in increasing k with one fused multiply-add each (no rounding of the product),
+  /// then the lanes are added pairwise (l + l+32, l + l+16, ..., 0 + 1). Four independent chains of 16 lanes keep the
+  /// FMA units busy. Every table gives the same bits, so the matches and scores do not depend on the CPU, the thread
+  /// count or oneDNN's GEMM kernel (matcher.hpp).
+  float (*dot)(const float* a, const float* b, int dim);
+  /// Writes to `out` (room for n + 16 entries) the columns j in [0, n), increasing, with
+  /// row[j] >= min(row_min, col_second[j] - margin) (the difference rounded to float32); returns their count. NaN is
+  /// never collected.
+  int (*collect)(const float* row, int n, float row_min, const float* col_second, float margin, std::int32_t* out);
+  /// out[k] = the bfloat16 bits of x[k] rounded to nearest, ties to even (a NaN stays a quiet NaN), and
+  /// resid[k] = x[k] - that bfloat16 (exact in float32), k in [0, dim).
+  void (*to_bf16)(const float* x, int dim, std::uint16_t* out, float* resid);
 };
 
 extern const ScanKernels kScalarScan;
 extern const ScanKernels kAvx2Scan;
 extern const ScanKernels kAvx512Scan;
+
+/// The plain to_bf16 (the scalar table's, and the AVX2 table's too: the bfloat16 screen runs on AVX512-BF16 CPUs only).
+void to_bf16_reference(const float* x, int dim, std::uint16_t* out, float* resid);
 
 /// The table for util::best_isa() (SUPERPOINT_RT_ISA caps it).
 const ScanKernels& best_scan();

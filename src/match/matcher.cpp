@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <limits>
 #include <string>
 
 #include "match/gemm.hpp"
+#include "util/cpu.hpp"
 
 namespace superpoint_rt {
 namespace matching::detail {
@@ -51,25 +53,126 @@ std::size_t row_stride(std::size_t n1) {
   return ld;
 }
 
+// Rows scanned at a time before their candidates are collected (256 KiB at 4096 columns: they stay in L2).
+constexpr std::size_t kGroupRows = 16;
+
 int default_threads() {
   return std::max(1, omp_get_num_procs());
 }
 
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Adds value v at index i to a running top-2: strictly greater to replace the best (an earlier index keeps a tie),
+// the second of the multiset; NaN is never taken. The scan kernels' rule (kernels.hpp).
+inline void push(float& b1, float& b2, std::int32_t& i1, float v, std::int32_t i) {
+  if (v > b1) {
+    b2 = b1;
+    b1 = v;
+    i1 = i;
+  } else if (v > b2) {
+    b2 = v;
+  }
+}
+
+// The view's rows as point-major float32: the data itself, or a transposed copy of a dim-major view.
+const float* point_major(const DescriptorsView& v, std::vector<float>& copy) {
+  if (!v.dim_major) return v.data;
+  const auto dim = static_cast<std::size_t>(v.dim);
+  copy.resize(v.n * dim);
+  for (std::size_t i = 0; i < v.n; ++i)
+    for (std::size_t k = 0; k < dim; ++k) copy[i * dim + k] = descriptor_at(v, i, k);
+  return copy.data();
+}
+
+// Every entry of rows [0, m) of a against b, exactly.
+void exact_block(const ScanKernels& k, const float* a, std::size_t m, const float* b, std::size_t n, std::size_t dim,
+                 float* c, std::size_t ld) {
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t j = 0; j < n; ++j) c[r * ld + j] = k.dot(a + r * dim, b + j * dim, static_cast<int>(dim));
+}
+
+// Raises m to the largest finite of m and v, or to +inf when v is not finite (NaN included).
+inline void raise_to(double& m, float v) {
+  if (!std::isfinite(v))
+    m = std::numeric_limits<double>::infinity();
+  else if (v > m)
+    m = v;
+}
+
+// E, the bound on |screened - exact| for one similarity, from the largest row norms |a|, |b| and the largest norms
+// of their bfloat16 residuals ra, rb (0 for the float32 screen). With a~ = bf16(a) = a - da:
+//   |a.b - a~.b~| <= |da| |b| + |a~| |db|                      (Cauchy-Schwarz), and |a~| <= |a| + |da|;
+//   the screen's float32 sums and the exact dot's each err by at most gamma_K sum |a_k b_k| <= gamma_K |a| |b|, with
+//   K <= dim + 4 terms on any summation tree (products of bfloat16 are exact in float32);
+//   oneDNN's bfloat16 kernels flush subnormal inputs and results: at most 2^-126 per term and per sum.
+// Rounding of the norms (relative 2^-16 at most) is covered by the factor 1 + 2^-10, and the float32 rounding of the
+// thresholds (screened second best - 2E) by 8 ulps of the largest possible similarity.
+double screen_bound(double norm_a, double norm_b, double resid_a, double resid_b, std::size_t dim) {
+  const double na = norm_a + resid_a, nb = norm_b + resid_b;
+  const double gamma = (2.0 * static_cast<double>(dim) + 24.0) * 0x1p-24;
+  const double flush = static_cast<double>(dim) * 0x1p-124 * (1.0 + na + nb);
+  return (resid_a * nb + na * resid_b + gamma * na * nb + flush) * (1.0 + 0x1p-10) + 8.0 * 0x1p-24 * na * nb;
+}
+
 }  // namespace
+
+const char* to_string(Screen s) noexcept {
+  switch (s) {
+    case Screen::Auto: return "auto";
+    case Screen::Fp32: return "fp32";
+    case Screen::Bf16: return "bf16";
+    case Screen::Exact: return "exact";
+  }
+  return "?";
+}
+
+Screen auto_screen() {
+  const auto& f = util::cpu_features();
+  return f.avx512_bf16 && util::best_isa() == util::Isa::Avx512 && bf16_similarity_available() ? Screen::Bf16
+                                                                                               : Screen::Fp32;
+}
 
 Matcher::Matcher(int threads) : threads_(threads > 0 ? threads : default_threads()) {}
 
-void Matcher::top2(const DescriptorsView& a, const DescriptorsView& b, Top2& rows, Top2& cols,
-                   const ScanKernels& scan) {
-  const std::size_t n0 = a.n, n1 = b.n;
+void Matcher::top2(const DescriptorsView& a, const DescriptorsView& b, Top2& rows, Top2& cols, const ScanKernels& k,
+                   Screen screen) {
+  const DescriptorsView* v[2] = {&a, &b};
+  for (int s = 0; s < 2; ++s) {
+    n_[s] = v[s]->n;
+    rows_of_[s] = point_major(*v[s], copy_[s]);
+  }
+  if (screen == Screen::Auto) screen = auto_screen();
+  if (screen == Screen::Bf16 && !bf16_similarity_available()) screen = Screen::Fp32;
+  const auto dim = static_cast<std::size_t>(a.dim);
+  stats_ = {};
+  stats_.screen = screen;
+  if (!run(k, screen, dim, rows, cols)) {
+    stats_.fell_back = true;
+    stats_.screen = Screen::Exact;
+    run(k, Screen::Exact, dim, rows, cols);
+  }
+}
+
+bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& rows, Top2& cols) {
+  const std::size_t n0 = n_[0], n1 = n_[1];
+  const float* const A = rows_of_[0];
+  const float* const B = rows_of_[1];
+  const bool bf16 = screen == Screen::Bf16, exact = screen == Screen::Exact;
+  if (bf16)
+    for (int s = 0; s < 2; ++s) bf16_[s].resize(n_[s] * dim);
   const std::size_t mb = std::min(block_rows(n1), n0);
   const std::size_t blocks = (n0 + mb - 1) / mb;
   const std::size_t ld = row_stride(n1);
   const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads_), blocks));
   if (work_.size() < static_cast<std::size_t>(team)) work_.resize(static_cast<std::size_t>(team));
   rows.resize(n0);
-  // Exceptions must not leave the OpenMP region, and every thread must reach the worksharing loop's barrier: a
-  // failure is recorded and the remaining blocks are skipped.
+  // Far more candidates than a real pair has (a few per row and column) means massive ties: compute exactly instead.
+  const std::size_t cap = 64 * (n0 + n1) + (std::size_t{1} << 16);
+  float margin = 0;  // 2E, rounded up to float32
+  std::atomic<bool> give_up{false};
+  std::atomic<std::size_t> computed{0};
+  // Exceptions must not leave the OpenMP region, and every thread must reach the worksharing loops' barriers: a
+  // failure is recorded and the remaining work is skipped.
   std::exception_ptr error;
   std::atomic<bool> failed{false};
   auto record = [&] {
@@ -87,32 +190,133 @@ void Matcher::top2(const DescriptorsView& a, const DescriptorsView& b, Top2& row
       c = w.c.reserve(mb * ld);
       w.cols.resize(n1);
       reset_top2(w.cols.arrays(), n1);
+      w.kept.clear();
+      w.hits.resize(n1 + 16);
+      w.resid.resize(dim);
     } catch (...) {
       record();
     }
+    if (!exact) {
+      // The bound's inputs (and the bfloat16 operands): every row's norm, and its bfloat16 residual's.
+      for (int s = 0; s < 2; ++s) {
+        w.norm2[s] = w.resid2[s] = 0;
+#pragma omp for schedule(static)
+        for (std::size_t i = 0; i < n_[s]; ++i) {
+          if (failed) continue;
+          const float* x = rows_of_[s] + i * dim;
+          raise_to(w.norm2[s], k.dot(x, x, static_cast<int>(dim)));
+          if (bf16) {
+            k.to_bf16(x, static_cast<int>(dim), bf16_[s].data() + i * dim, w.resid.data());
+            raise_to(w.resid2[s], k.dot(w.resid.data(), w.resid.data(), static_cast<int>(dim)));
+          }
+        }
+      }
+#pragma omp single
+      {
+        double norm2[2] = {0, 0}, resid2[2] = {0, 0};
+        for (int t = 0; t < team; ++t)
+          for (int s = 0; s < 2; ++s) {
+            norm2[s] = std::max(norm2[s], work_[static_cast<std::size_t>(t)].norm2[s]);
+            resid2[s] = std::max(resid2[s], work_[static_cast<std::size_t>(t)].resid2[s]);
+          }
+        const double e =
+            screen_bound(std::sqrt(norm2[0]), std::sqrt(norm2[1]), std::sqrt(resid2[0]), std::sqrt(resid2[1]), dim);
+        stats_.bound = e;
+        // Similarities near float32's range (or a NaN anywhere) leave no useful bound.
+        if (!(e < 1e30) || !(std::sqrt(norm2[0]) * std::sqrt(norm2[1]) < 1e30)) {
+          give_up = true;
+        } else {
+          margin = static_cast<float>(2 * e);
+          if (static_cast<double>(margin) < 2 * e) margin = std::nextafter(margin, std::numeric_limits<float>::max());
+        }
+      }
+    }
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t blk = 0; blk < blocks; ++blk) {
-      if (failed) continue;
+      if (failed || give_up) continue;
       try {
         const std::size_t r0 = blk * mb, m = std::min(mb, n0 - r0);
-        similarity_block(a, r0, m, b, c, ld);
+        if (exact)
+          exact_block(k, A + r0 * dim, m, B, n1, dim, c, ld);
+        else if (bf16)
+          similarity_block_bf16(bf16_[0].data() + r0 * dim, m, bf16_[1].data(), n1, static_cast<int>(dim), c, ld);
+        else
+          similarity_block({A, n0, static_cast<int>(dim), false}, r0, m, {B, n1, static_cast<int>(dim), false}, c, ld);
         const Top2Arrays out{rows.best.data() + r0, rows.second.data() + r0, rows.index.data() + r0};
-        scan.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), static_cast<std::int32_t>(r0), out,
-                  w.cols.arrays());
+        if (exact) {
+          k.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), static_cast<std::int32_t>(r0), out, w.cols.arrays());
+          continue;
+        }
+        // kGroupRows rows at a time: scan them, then collect their candidates while they are in cache. A row's
+        // threshold is its screened second best - 2E; a column's is its running screened second best - 2E, a lower
+        // bound of the final one (rows seen later only raise it).
+        std::size_t done = 0;
+        for (std::size_t g = 0; g < m; g += kGroupRows) {
+          const std::size_t gm = std::min(kGroupRows, m - g);
+          const Top2Arrays group{out.best + g, out.second + g, out.index + g};
+          k.scan(c + g * ld, ld, static_cast<int>(gm), static_cast<int>(n1), static_cast<std::int32_t>(r0 + g), group,
+                 w.cols.arrays());
+          for (std::size_t r = g; r < g + gm; ++r) {
+            const float* crow = c + r * ld;
+            const auto i = static_cast<std::int32_t>(r0 + r);
+            const float* x = A + (r0 + r) * dim;
+            const float row_min = out.second[r] - margin;
+            const int hits =
+                k.collect(crow, static_cast<int>(n1), row_min, w.cols.second.data(), margin, w.hits.data());
+            float b1 = kNegInf, b2 = kNegInf;
+            std::int32_t i1 = 0;
+            for (int h = 0; h < hits; ++h) {
+              const std::int32_t j = w.hits[static_cast<std::size_t>(h)];
+              const float screened = crow[j];
+              const float e = k.dot(x, B + static_cast<std::size_t>(j) * dim, static_cast<int>(dim));
+              if (screened >= row_min) push(b1, b2, i1, e, j);
+              if (screened >= w.cols.second[static_cast<std::size_t>(j)] - margin)
+                w.kept.push_back({i, j, screened, e});
+            }
+            out.best[r] = b1;
+            out.second[r] = b2;
+            out.index[r] = i1;
+            done += static_cast<std::size_t>(hits);
+          }
+        }
+        computed += done;
+        if (w.kept.size() > cap) give_up = true;
       } catch (...) {
         record();
       }
     }
   }
   if (error) std::rethrow_exception(error);
-  cols.resize(n1);
-  std::copy(work_[0].cols.best.begin(), work_[0].cols.best.begin() + static_cast<std::ptrdiff_t>(n1),
-            cols.best.begin());
-  std::copy(work_[0].cols.second.begin(), work_[0].cols.second.begin() + static_cast<std::ptrdiff_t>(n1),
-            cols.second.begin());
-  std::copy(work_[0].cols.index.begin(), work_[0].cols.index.begin() + static_cast<std::ptrdiff_t>(n1),
-            cols.index.begin());
-  for (int t = 1; t < team; ++t) merge_top2(cols.arrays(), work_[static_cast<std::size_t>(t)].cols.arrays(), n1);
+  if (give_up) return false;
+  auto merge_columns = [&] {
+    cols.resize(n1);
+    const Top2& first = work_[0].cols;
+    std::copy_n(first.best.begin(), n1, cols.best.begin());
+    std::copy_n(first.second.begin(), n1, cols.second.begin());
+    std::copy_n(first.index.begin(), n1, cols.index.begin());
+    for (int t = 1; t < team; ++t) merge_top2(cols.arrays(), work_[static_cast<std::size_t>(t)].cols.arrays(), n1);
+  };
+  merge_columns();
+  if (exact) {
+    stats_.exact = n0 * n1;
+    return true;
+  }
+  // The columns' final thresholds, then each thread's exact column top-2 over its kept candidates (in increasing row
+  // order within a thread, as the scan's), merged as the screened states were.
+  // (cols now holds the merged screened top-2; each thread's own is rebuilt from its candidates.)
+  const std::vector<float> col_second = cols.second;
+  for (int t = team - 1; t >= 0; --t) {
+    Workspace& w = work_[static_cast<std::size_t>(t)];
+    reset_top2(w.cols.arrays(), n1);
+    for (const Candidate& cand : w.kept) {
+      const auto j = static_cast<std::size_t>(cand.j);
+      if (cand.screened >= col_second[j] - margin)
+        push(w.cols.best[j], w.cols.second[j], w.cols.index[j], cand.exact, cand.i);
+    }
+  }
+  merge_columns();
+  stats_.exact = computed;
+  return true;
 }
 
 namespace {
@@ -196,8 +400,11 @@ Matches Matcher::match(const DescriptorsView& a, const DescriptorsView& b, const
 
 Matches match_reference(const DescriptorsView& a, const DescriptorsView& b, const MatchOptions& o) {
   if (a.n == 0 || b.n == 0) return no_matches(a.n);
+  std::vector<float> ca, cb;
+  const float* pa = point_major(a, ca);
+  const float* pb = point_major(b, cb);
   std::vector<float> c(a.n * b.n);
-  similarity_block_reference(a, 0, a.n, b, c.data(), b.n);
+  exact_block(kScalarScan, pa, a.n, pb, b.n, static_cast<std::size_t>(a.dim), c.data(), b.n);
   Top2 rows, cols;
   rows.resize(a.n);
   cols.resize(b.n);

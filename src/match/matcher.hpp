@@ -1,10 +1,19 @@
 // Internal: the matcher behind superpoint_rt::match() and the file pipeline (run.cpp).
 //
-// The similarity matrix is never held whole: rows are taken in blocks (about kBlockBytes of similarities), each block
-// is one oneDNN GEMM followed at once by the fused top-2 scan (kernels.hpp) while it is in cache. Blocks are handed
-// to the OpenMP threads dynamically; each thread keeps its own running column top-2, and the threads' column states
-// are merged at the end (ties to the lower row, so the result does not depend on the thread count or on which thread
-// took which block). hloc's decisions (ratio, distance, mutual check) then need only the two top-2 sets.
+// Exact by screening. hloc's decisions need, for every row and every column of the similarity matrix a . b^T, the best
+// and second-best similarity and the best's index. The matrix is computed fast but approximately (the screen: oneDNN's
+// GEMM in float32, or in bfloat16 on CPUs with AVX512-BF16, which is twice as fast), with a proven bound E on its
+// error against the exact similarity (ScanKernels::dot, one summation order on every CPU). An entry can be among a
+// row's top 2 only if its screened value is >= the row's screened second best - 2E (and likewise for columns), so only
+// those few candidates are computed exactly, and the top-2 sets are those of the exact matrix: the matches and scores
+// are the same bits on every CPU, at every thread count, whichever screen ran (match_reference computes every entry
+// with `dot`). Where the bound is not finite (NaN or huge descriptors) or the candidates are too many (massive ties),
+// the matcher computes every entry exactly instead.
+//
+// The matrix is never held whole: rows are taken in blocks (about kBlockBytes of similarities), each block is one GEMM
+// followed at once, while it is in cache, by the fused top-2 scan (kernels.hpp) and the candidate pass. Blocks are
+// handed to the OpenMP threads dynamically; each thread keeps its own running column top-2, merged at the end (ties to
+// the lower row, so the result does not depend on the thread count or on which thread took which block).
 #pragma once
 
 #include <cstddef>
@@ -44,27 +53,65 @@ inline constexpr std::size_t kBlockBytes = std::size_t{4} << 20;
 /// The rows of one block for n1 columns: a multiple of 4 (the AVX-512 scan's row group), at least 16.
 std::size_t block_rows(std::size_t n1) noexcept;
 
+/// How the matcher computes the similarity matrix before its exact pass (see the file comment).
+enum class Screen {
+  Auto,   ///< Bf16 where util::cpu_features() has AVX512-BF16 (after the SUPERPOINT_RT_ISA cap), else Fp32
+  Fp32,   ///< oneDNN's float32 GEMM
+  Bf16,   ///< oneDNN's bfloat16 matmul, float32 accumulation (slow without AVX512-BF16; Fp32 where oneDNN has none)
+  Exact,  ///< no screen: every entry with ScanKernels::dot (the fallback; also for tests)
+};
+const char* to_string(Screen s) noexcept;
+/// The screen Auto stands for on this CPU.
+Screen auto_screen();
+
+/// What the last Matcher::top2 did, for tests and benchmarks.
+struct ScreenStats {
+  Screen screen = Screen::Auto;  ///< the one that gave the result (Exact after a fallback, Fp32 for an unrunnable Bf16)
+  bool fell_back = false;        ///< the screen was given up (bound not finite, or too many candidates)
+  double bound = 0;              ///< E, the screen's error bound on one similarity
+  std::size_t exact = 0;         ///< similarities computed exactly
+};
+
 /// hloc's NearestNeighbor with reusable work space. Not thread-safe: one Matcher per thread (each call uses its own
 /// OpenMP team of `threads`).
 class Matcher {
  public:
   /// threads: OpenMP threads per call; 0 = all cores.
   explicit Matcher(int threads = 0);
-  /// Row and column top-2 of a . b^T (a.n, b.n >= 1, equal dims) with `scan`.
+  /// Row and column top-2 of the exact a . b^T (a.n, b.n >= 1, equal dims) with the kernels `k`.
   void top2(const DescriptorsView& a, const DescriptorsView& b, Top2& rows, Top2& cols,
-            const ScanKernels& scan = best_scan());
+            const ScanKernels& k = best_scan(), Screen screen = Screen::Auto);
+  const ScreenStats& last_stats() const { return stats_; }
   /// hloc's NearestNeighbor._forward (validated views and options).
   Matches match(const DescriptorsView& a, const DescriptorsView& b, const MatchOptions& options);
   int threads() const { return threads_; }
 
  private:
+  // A screened entry kept for the columns' exact pass: row i, column j, screened and exact similarity.
+  struct Candidate {
+    std::int32_t i, j;
+    float screened, exact;
+  };
   struct Workspace {
     AlignedFloats c;
-    Top2 cols;
+    Top2 cols;                             // the running column top-2 of the screened values of this thread's blocks
+    std::vector<Candidate> kept;           // column candidates of this thread's blocks
+    std::vector<std::int32_t> hits;        // one row's collected columns
+    std::vector<float> resid;              // one row's bfloat16 residual
+    double norm2[2] = {}, resid2[2] = {};  // this thread's largest squared norms of a and b rows
   };
+  // One screened (or exact) pass; false when the screen had to be given up.
+  bool run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& rows, Top2& cols);
+
   int threads_;
   std::vector<Workspace> work_;
   Top2 rows_, cols_;
+  ScreenStats stats_;
+  // The current pair: point-major float32 rows (copies only for dim-major views) and their bfloat16 roundings.
+  std::vector<float> copy_[2];
+  const float* rows_of_[2] = {};
+  std::size_t n_[2] = {};
+  std::vector<std::uint16_t> bf16_[2];
 };
 
 /// hloc's find_nn on a top-2 set followed (with mutual) by mutual_check, in float32 as torch evaluates it:

@@ -94,8 +94,52 @@ void scan_avx2(const float* c, std::size_t ldc, int m, int n, std::int32_t row0,
   for (; r < m; ++r) scan_rows<1>(c, ldc, r, n, row0, rows, cols);
 }
 
+// The reference dot's 64 lanes are eight vectors: acc[q] holds lanes 8q..8q+7; the masked tail adds
+// fma(0, 0, lane) = lane, as on AVX-512.
+float dot_avx2(const float* a, const float* b, int dim) {
+  __m256 acc[8];
+  for (auto& v : acc) v = _mm256_setzero_ps();
+  int k = 0;
+  for (; k + 64 <= dim; k += 64)
+    for (int q = 0; q < 8; ++q)
+      acc[q] = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8 * q), _mm256_loadu_ps(b + k + 8 * q), acc[q]);
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int q = 0; k + 8 * q < dim; ++q) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(dim - k - 8 * q), iota);
+    acc[q] = _mm256_fmadd_ps(_mm256_maskload_ps(a + k + 8 * q, m), _mm256_maskload_ps(b + k + 8 * q, m), acc[q]);
+  }
+  // 64 -> 32 -> 16 -> 8 lanes: lane l + lane l+32, then l + l+16, then l + l+8.
+  __m256 s32[4], s16[2];
+  for (int q = 0; q < 4; ++q) s32[q] = _mm256_add_ps(acc[q], acc[q + 4]);
+  for (int q = 0; q < 2; ++q) s16[q] = _mm256_add_ps(s32[q], s32[q + 2]);
+  const __m256 s8 = _mm256_add_ps(s16[0], s16[1]);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+int collect_avx2(const float* row, int n, float row_min, const float* col_second, float margin, std::int32_t* out) {
+  const __m256 rmin = _mm256_set1_ps(row_min), mv = _mm256_set1_ps(margin);
+  int count = 0;
+  for (int j = 0; j < n; j += 8) {
+    const int left = n - j;
+    unsigned hit;
+    if (left >= 8) {
+      const __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_loadu_ps(col_second + j), mv), rmin);
+      hit = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + j), t, _CMP_GE_OQ)));
+    } else {
+      const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_maskload_ps(col_second + j, m), mv), rmin);
+      hit = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_maskload_ps(row + j, m), t, _CMP_GE_OQ))) &
+            ((1u << left) - 1u);
+    }
+    for (; hit; hit &= hit - 1) out[count++] = j + __builtin_ctz(hit);
+  }
+  return count;
+}
+
 }  // namespace
 
-const ScanKernels kAvx2Scan{util::Isa::Avx2, scan_avx2};
+const ScanKernels kAvx2Scan{util::Isa::Avx2, scan_avx2, dot_avx2, collect_avx2, to_bf16_reference};
 
 }  // namespace superpoint_rt::matching::detail

@@ -1,5 +1,7 @@
 // The reference scan (kernels.hpp): one similarity at a time, in increasing column order within a row and increasing
 // row order, exactly the rule of the header. Also the dispatch and the small helpers every table shares.
+#include <bit>
+#include <cmath>
 #include <limits>
 
 #include "match/kernels.hpp"
@@ -38,9 +40,38 @@ void scan_scalar(const float* c, std::size_t ldc, int m, int n, std::int32_t row
   }
 }
 
+// std::fma is the exactly rounded fused multiply-add, as VFMADD is.
+float dot_scalar(const float* a, const float* b, int dim) {
+  float lane[64] = {};
+  for (int k = 0; k < dim; ++k) lane[k % 64] = std::fma(a[k], b[k], lane[k % 64]);
+  for (int w = 32; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
+}
+
+int collect_scalar(const float* row, int n, float row_min, const float* col_second, float margin, std::int32_t* out) {
+  int count = 0;
+  for (int j = 0; j < n; ++j) {
+    const float col_min = col_second[j] - margin;
+    const float t = col_min < row_min ? col_min : row_min;
+    if (row[j] >= t) out[count++] = j;
+  }
+  return count;
+}
+
 }  // namespace
 
-const ScanKernels kScalarScan{util::Isa::Scalar, scan_scalar};
+void to_bf16_reference(const float* x, int dim, std::uint16_t* out, float* resid) {
+  for (int k = 0; k < dim; ++k) {
+    const auto u = std::bit_cast<std::uint32_t>(x[k]);
+    const std::uint32_t r = (u & 0x7FFFFFFFu) > 0x7F800000u ? (u | 0x00400000u) >> 16  // NaN: quiet, kept
+                                                            : (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    out[k] = static_cast<std::uint16_t>(r);
+    resid[k] = x[k] - std::bit_cast<float>(r << 16);
+  }
+}
+
+const ScanKernels kScalarScan{util::Isa::Scalar, scan_scalar, dot_scalar, collect_scalar, to_bf16_reference};
 
 const ScanKernels& best_scan() {
   static const ScanKernels* const k = [] {

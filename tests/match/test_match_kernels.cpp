@@ -5,6 +5,7 @@
 // takes every path this machine has.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -154,6 +155,118 @@ TEST(MatchScan, MergeEqualsOneScanWhateverTheRowSplit) {
   }
 }
 
+namespace {
+
+// The exact similarity as kernels.hpp defines it, written out here: 64 lanes of fused multiply-adds in increasing k,
+// then pairwise sums l + l+32, l + l+16, ..., 0 + 1.
+float documented_dot(const float* a, const float* b, int dim) {
+  float lane[64] = {};
+  for (int k = 0; k < dim; ++k) lane[k % 64] = std::fma(a[k], b[k], lane[k % 64]);
+  for (int w = 32; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lane[l] = lane[l] + lane[l + w];
+  return lane[0];
+}
+
+}  // namespace
+
+TEST(MatchDot, EveryTableGivesTheDocumentedBits) {
+  const int dims[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 300};
+  unsigned seed = 31;
+  for (int dim : dims)
+    for (int variant = 0; variant < 4; ++variant) {
+      auto a = gaussian(static_cast<std::size_t>(dim), seed++), b = gaussian(static_cast<std::size_t>(dim), seed++);
+      // 1: magnitudes spread over 2^-60..2^60 (cancellation, subnormal products); 2: signed zeros; 3: an infinity.
+      for (int k = 0; k < dim; ++k) {
+        if (variant == 1) a[k] = std::ldexp(a[k], (k * 37) % 121 - 60);
+        if (variant == 2 && k % 3 == 0) a[k] = k % 2 ? -0.0f : 0.0f;
+      }
+      if (variant == 3) b[dim / 2] = kInf;
+      const float want = documented_dot(a.data(), b.data(), dim);
+      for (const auto* k : md::available_scans()) {
+        const float got = k->dot(a.data(), b.data(), dim);
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want))
+            << superpoint_rt::util::to_string(k->isa) << " dim " << dim << " variant " << variant << ": " << got
+            << " vs " << want;
+      }
+    }
+}
+
+TEST(MatchCollect, EveryTableEqualsTheDefinition) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  unsigned seed = 41;
+  for (int n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 257})
+    for (float row_min : {-kInf, -0.5f, 0.0f, 0.7f, kInf}) {
+      auto row = gaussian(static_cast<std::size_t>(n), seed++);
+      auto second = gaussian(static_cast<std::size_t>(n), seed++);
+      row[static_cast<std::size_t>(n) / 2] = nan;
+      second[0] = -kInf;
+      const float margin = 0.125f;
+      std::vector<std::int32_t> want;
+      for (int j = 0; j < n; ++j) {
+        const float t = std::min(second[static_cast<std::size_t>(j)] - margin, row_min);
+        if (row[static_cast<std::size_t>(j)] >= t) want.push_back(j);
+      }
+      for (const auto* k : md::available_scans()) {
+        std::vector<std::int32_t> out(static_cast<std::size_t>(n) + 16, -7);
+        const int count = k->collect(row.data(), n, row_min, second.data(), margin, out.data());
+        out.resize(static_cast<std::size_t>(count));
+        EXPECT_EQ(out, want) << superpoint_rt::util::to_string(k->isa) << " n " << n << " row_min " << row_min;
+      }
+    }
+}
+
+TEST(MatchBf16, EveryTableRoundsToNearestEvenAndKeepsTheResidual) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: to even (1); 1 + 3 * 2^-8 ties to 1 + 2^-6; just above a tie rounds
+  // up; the largest float rounds to infinity; NaN stays NaN, infinities and signed zeros stay; 2^-130 is a bfloat16
+  // subnormal, 2^-140 is below half the smallest (2^-133) and rounds to 0.
+  std::vector<float> x{1.0f + 0x1p-8f,
+                       1.0f + 3 * 0x1p-8f,
+                       1.0f + 0x1p-8f + 0x1p-20f,
+                       -1.0f - 0x1p-8f,
+                       std::numeric_limits<float>::max(),
+                       nan,
+                       kInf,
+                       -kInf,
+                       0.0f,
+                       -0.0f,
+                       0x1p-130f,
+                       0x1p-140f,
+                       3.14159265f};
+  const std::vector<float> want{1.0f,  1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -1.0f,     kInf, nan,      kInf,
+                                -kInf, 0.0f,           -0.0f,          0x1p-130f, 0.0f, 3.140625f};
+  const auto g = gaussian(37, 5);
+  x.insert(x.end(), g.begin(), g.end());
+  const int dim = static_cast<int>(x.size());
+  std::vector<std::uint16_t> ref(x.size());
+  std::vector<float> ref_resid(x.size());
+  md::to_bf16_reference(x.data(), dim, ref.data(), ref_resid.data());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const float got = std::bit_cast<float>(static_cast<std::uint32_t>(ref[i]) << 16);
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got)) << i;
+    } else {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want[i])) << i << ": " << got;
+    }
+  }
+  for (std::size_t i = want.size(); i < x.size(); ++i) {
+    const float bf = std::bit_cast<float>(static_cast<std::uint32_t>(ref[i]) << 16);
+    EXPECT_EQ(bf + ref_resid[i], x[i]) << i;  // the residual is exact
+    EXPECT_LE(std::fabs(ref_resid[i]), std::fabs(x[i]) * 0x1p-8f) << i;
+  }
+  for (const auto* k : md::available_scans()) {
+    std::vector<std::uint16_t> got(x.size());
+    std::vector<float> resid(x.size());
+    k->to_bf16(x.data(), dim, got.data(), resid.data());
+    EXPECT_EQ(got, ref) << superpoint_rt::util::to_string(k->isa);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!std::isnan(x[i]) && std::isfinite(ref_resid[i])) {
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(resid[i]), std::bit_cast<std::uint32_t>(ref_resid[i]))
+            << superpoint_rt::util::to_string(k->isa) << " " << i;
+      }
+  }
+}
+
 TEST(MatchGemm, EqualsTheReferenceExactlyOnDyadicValuesInEveryLayout) {
   const int dims[] = {1, 3, 64, 256};
   const std::size_t sizes[][2] = {{1, 1}, {1, 5}, {3, 1}, {17, 33}, {70, 9}};
@@ -211,25 +324,79 @@ TEST(Matcher, EqualsTheReferencePathForEveryThreadCountShapeAndConf) {
     }
 }
 
-TEST(Matcher, TheThreadCountNeverChangesTheResultOnRealValuedData) {
-  // More rows than one block holds, so that blocks are dealt to threads; Gaussian values, where the GEMM's summation
-  // order matters: the blocks do not depend on the thread count, so neither do the similarities.
-  const std::size_t n1 = 2000, n0 = md::block_rows(n1) * 3 + 5;
-  const int dim = 32;
-  const auto a = gaussian(n0 * dim, 5), b = gaussian(n1 * dim, 6);
-  for (int layout = 0; layout < 4; ++layout) {
-    const DescriptorsView va{a.data(), n0, dim, (layout & 1) != 0}, vb{b.data(), n1, dim, (layout & 2) != 0};
-    MatchOptions one;
-    one.threads = 1;
-    const auto base = superpoint_rt::match(va, vb, one);
-    EXPECT_GT(base.count(), 0u);
-    for (int threads : {2, 4}) {
-      MatchOptions o;
-      o.threads = threads;
-      expect_same_matches(superpoint_rt::match(va, vb, o), base,
-                          "layout " + std::to_string(layout) + " threads " + std::to_string(threads));
+namespace {
+
+// Unit descriptors rounded to float16, as hloc's files hold them, with near-duplicates so that rows have close
+// seconds: the case the screen's bound exists for.
+std::vector<float> unit_half(std::size_t n, int dim, unsigned seed) {
+  auto v = md::random_unit_descriptors(n, dim, seed);
+  const auto d = static_cast<std::size_t>(dim);
+  for (std::size_t i = 1; i < n; i += 3)
+    for (std::size_t k = 0; k < d; ++k) v[i * d + k] = v[(i - 1) * d + k] + (k % 5 == 0 ? 0x1p-11f : 0.0f);
+  return v;
+}
+
+}  // namespace
+
+TEST(Matcher, EveryScreenGivesTheReferenceBitsOnRealValuedData) {
+  struct Case {
+    std::size_t n0, n1;
+    int dim;
+    bool unit;
+  };
+  // The last case has more rows than one block, so that blocks are dealt to threads.
+  const Case cases[] = {
+      {1, 1, 3, false},    {1, 9, 256, true},     {9, 1, 256, true},     {2, 2, 1, false},
+      {40, 70, 64, false}, {300, 257, 256, true}, {257, 300, 17, false}, {md::block_rows(500) * 2 + 3, 500, 32, true}};
+  unsigned seed = 51;
+  for (const auto& c : cases) {
+    const auto a = c.unit ? unit_half(c.n0, c.dim, seed++) : gaussian(c.n0 * c.dim, seed++);
+    const auto b = c.unit ? unit_half(c.n1, c.dim, seed++) : gaussian(c.n1 * c.dim, seed++);
+    for (int layout = 0; layout < 4; ++layout) {
+      const DescriptorsView va{a.data(), c.n0, c.dim, (layout & 1) != 0}, vb{b.data(), c.n1, c.dim, (layout & 2) != 0};
+      const MatchOptions o{0.9, 0.0, true, 0};
+      const auto want = md::match_reference(va, vb, o);
+      for (const auto screen : {md::Screen::Fp32, md::Screen::Bf16, md::Screen::Exact})
+        for (int threads : {1, 2, 3}) {
+          md::Matcher m(threads);
+          md::Top2 rows, cols;
+          m.top2(va, vb, rows, cols, md::best_scan(), screen);
+          const std::string what = std::string(md::to_string(screen)) + " n0 " + std::to_string(c.n0) + " n1 " +
+                                   std::to_string(c.n1) + " dim " + std::to_string(c.dim) + " layout " +
+                                   std::to_string(layout) + " threads " + std::to_string(threads);
+          EXPECT_FALSE(m.last_stats().fell_back) << what;
+          if (screen != md::Screen::Exact && c.n0 * c.n1 >= 10000) {
+            EXPECT_LT(m.last_stats().exact, c.n0 * c.n1 / 4) << what << ": the screen let too much through";
+          }
+          expect_same_matches(md::decide(rows, cols, o, c.n0 > 1 && c.n1 > 1), want, what);
+        }
     }
   }
+}
+
+TEST(Matcher, FallsBackToExactOnMassiveTiesAndOnNan) {
+  // Every similarity equal: every entry is a candidate, far over the cap.
+  const std::size_t n = 1500;
+  const int dim = 4;
+  std::vector<float> same(n * dim, 0.5f);
+  const DescriptorsView v{same.data(), n, dim, false};
+  md::Matcher m(2);
+  md::Top2 rows, cols;
+  m.top2(v, v, rows, cols, md::best_scan(), md::Screen::Fp32);
+  EXPECT_TRUE(m.last_stats().fell_back);
+  EXPECT_EQ(m.last_stats().screen, md::Screen::Exact);
+  const MatchOptions o;
+  expect_same_matches(md::decide(rows, cols, o, true), md::match_reference(v, v, o), "ties");
+  EXPECT_EQ(rows.index[7], 0);  // ties go to the lowest index
+  EXPECT_EQ(cols.index[7], 0);
+  // A NaN descriptor: no finite bound.
+  auto a = gaussian(50 * 8, 3);
+  a[17] = std::numeric_limits<float>::quiet_NaN();
+  const auto b = gaussian(60 * 8, 4);
+  const DescriptorsView va{a.data(), 50, 8, false}, vb{b.data(), 60, 8, false};
+  m.top2(va, vb, rows, cols, md::best_scan(), md::Screen::Bf16);
+  EXPECT_TRUE(m.last_stats().fell_back);
+  expect_same_matches(md::decide(rows, cols, o, true), md::match_reference(va, vb, o), "nan");
 }
 
 TEST(Matcher, HlocSemantics) {

@@ -1,12 +1,14 @@
 // superpoint-rt bench --matching: the matching table (issue 20 §2). Rows, interleaved round by round (the order
 // alternating), medians and ratios:
 //   ours files   match_files: every pair of a pairs file over a features file (hloc's match_features), in this process
-// Each row reports the wall time and the CPU time of a run (all its threads and processes): on a shared machine the
-// CPU time is the steadier figure of the work done.
 //   hloc files   hloc's own match_features on the same files (bench/hloc_match_worker.py, one process per round, with
 //                --hloc DIR: a checkout of hloc, never part of this repository, and a Python with torch)
-//   ours pair    the matcher on one N x N pair of random unit descriptors rounded to float16 (N = --pair-size)
-//   gemm         oneDNN's GEMM alone on that pair: the whole similarity matrix in one call, same threads
+//   ours pair    the matcher on one N x N pair of random unit descriptors rounded to float16 (N = --pair-size), with
+//                the screen this CPU uses (bf16 with AVX512-BF16, else fp32: src/match/matcher.hpp)
+//   pair fp32    the same pair's top-2 sets with the fp32 screen, where the CPU screens in bf16
+//   gemm         oneDNN's fp32 GEMM alone on that pair: the whole similarity matrix in one call, same threads
+// Each row reports the wall time and the CPU time of a run (all its threads and processes): on a shared machine the
+// CPU time is the steadier figure of the work done.
 // The features are extracted here (superpoint-rt extract --preset P --as-half) from --images, by default ten
 // multi-view photos of ../shared/images (Sacre Coeur and London Bridge), and the pairs are all of theirs.
 #include <algorithm>
@@ -210,6 +212,8 @@ int bench_matching_main(ArgReader& args) {
   cfg.options = match_options;
   cfg.overwrite = true;
   MatchFilesReport last;
+  matching::detail::ScreenStats pair_stats;
+  matching::detail::Top2 top_rows, top_cols;
   const std::string hloc_out = (tmp / "hloc.h5").string();
   auto run_row = [&](const std::string& row) {
     const double cpu0 = process_cpu_ms();
@@ -226,6 +230,9 @@ int bench_matching_main(ArgReader& args) {
       return;
     } else if (row == "ours pair") {
       (void)matcher.match(va, vb, match_options);
+      pair_stats = matcher.last_stats();
+    } else if (row == "pair fp32") {
+      matcher.top2(va, vb, top_rows, top_cols, matching::detail::best_scan(), matching::detail::Screen::Fp32);
     } else {
       matching::detail::similarity_matrix(va, vb, full.data(), threads);
     }
@@ -233,6 +240,8 @@ int bench_matching_main(ArgReader& args) {
     cpu_ms[row].push_back(process_cpu_ms() - cpu0);
   };
   std::vector<std::string> rows{"ours files", "ours pair", "gemm"};
+  // The fp32 screen beside the bf16 one where this CPU screens in bf16 (matcher.hpp): the same matches, slower.
+  if (matching::detail::auto_screen() != matching::detail::Screen::Fp32) rows.insert(rows.begin() + 2, "pair fp32");
   if (!hloc.empty()) rows.insert(rows.begin() + 1, "hloc files");
   std::cerr << "superpoint-rt bench --matching: " << pairs.size() << " pairs, " << rounds << " rounds ...\n";
   for (const auto& r : rows) run_row(r);  // warm-up (and hloc's first output for the comparison)
@@ -249,7 +258,9 @@ int bench_matching_main(ArgReader& args) {
   out << "matching: " << cpu_model() << ", " << threads << " threads; units: " << util::cpu_units_string()
       << "\n  files: " << pairs.size() << " pairs of " << features << " (conf " << conf << ", " << last.matches
       << " matches; features read " << last.images_read << " times)\n  pair: " << pair_size << " x " << pair_size
-      << " x 256 float16-valued unit descriptors\n\n";
+      << " x 256 float16-valued unit descriptors; screen " << matching::detail::to_string(pair_stats.screen)
+      << " (bound " << fmt(pair_stats.bound, 0, 5) << ", " << pair_stats.exact << " similarities computed exactly of "
+      << static_cast<std::size_t>(pair_size) * static_cast<std::size_t>(pair_size) << ")\n\n";
   char buf[256];
   std::snprintf(buf, sizeof buf, "%-12s | %9s %9s | %9s %8s | %s\n", "row", "p50 ms", "p90 ms", "cpu p50", "cpu/wall",
                 "ratio");
@@ -262,7 +273,7 @@ int bench_matching_main(ArgReader& args) {
     std::string ratio;
     if (r == "ours files" && !hloc.empty())
       ratio = "x hloc " + fmt(p50("hloc files") / m, 0, 1) + " wall, " + fmt(cpu50("hloc files") / c, 0, 1) + " cpu";
-    if (r == "ours pair") ratio = "x gemm " + fmt(m / p50("gemm"), 0, 3) + " (pair p50 / gemm p50)";
+    if (r == "ours pair" || r == "pair fp32") ratio = "x gemm " + fmt(m / p50("gemm"), 0, 3) + " (pair p50 / gemm p50)";
     std::snprintf(buf, sizeof buf, "%-12s | %s %s | %s %s | %s\n", r.c_str(), fmt(m, 9).c_str(),
                   fmt(percentile(ms[r], 90), 9).c_str(), fmt(c, 9).c_str(), fmt(c / m, 8, 2).c_str(), ratio.c_str());
     out << buf;

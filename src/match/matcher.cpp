@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <string>
@@ -55,6 +56,9 @@ std::size_t row_stride(std::size_t n1) {
 
 // Rows scanned at a time before their candidates are collected (256 KiB at 4096 columns: they stay in L2).
 constexpr std::size_t kGroupRows = 16;
+
+// Blocks per thread the rows are cut into, at least (dynamic scheduling evens out the threads' shares).
+constexpr std::size_t kBlocksPerThread = 4;
 
 int default_threads() {
   return std::max(1, omp_get_num_procs());
@@ -127,6 +131,11 @@ const char* to_string(Screen s) noexcept {
 }
 
 Screen auto_screen() {
+  // SUPERPOINT_RT_MATCH_SCREEN=fp32|bf16|exact chooses another (benchmarks; the results are the same bits).
+  if (const char* e = std::getenv("SUPERPOINT_RT_MATCH_SCREEN")) {
+    for (const Screen s : {Screen::Fp32, Screen::Bf16, Screen::Exact})
+      if (std::strcmp(e, to_string(s)) == 0) return s;
+  }
   const auto& f = util::cpu_features();
   return f.avx512_bf16 && util::best_isa() == util::Isa::Avx512 && bf16_similarity_available() ? Screen::Bf16
                                                                                                : Screen::Fp32;
@@ -160,7 +169,12 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
   const bool bf16 = screen == Screen::Bf16, exact = screen == Screen::Exact;
   if (bf16)
     for (int s = 0; s < 2; ++s) bf16_[s].resize(n_[s] * dim);
-  const std::size_t mb = std::min(block_rows(n1), n0);
+  // At least kBlocksPerThread blocks per thread where the rows allow (whole groups of rows): with two or three blocks
+  // for two threads, one thread would wait for the other at the end of every pair.
+  const std::size_t per_thread = (n0 + static_cast<std::size_t>(threads_) * kBlocksPerThread - 1) /
+                                 (static_cast<std::size_t>(threads_) * kBlocksPerThread);
+  const std::size_t mb =
+      std::min({block_rows(n1), n0, std::max(kGroupRows, (per_thread + kGroupRows - 1) / kGroupRows * kGroupRows)});
   const std::size_t blocks = (n0 + mb - 1) / mb;
   const std::size_t ld = row_stride(n1);
   const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads_), blocks));

@@ -61,7 +61,7 @@ enum class Screen {
   Exact,  ///< no screen: every entry with ScanKernels::dot (the fallback; also for tests)
 };
 const char* to_string(Screen s) noexcept;
-/// The screen Auto stands for on this CPU.
+/// The screen Auto stands for on this CPU, or the one SUPERPOINT_RT_MATCH_SCREEN names (fp32, bf16, exact).
 Screen auto_screen();
 
 /// What the last Matcher::top2 did, for tests and benchmarks.

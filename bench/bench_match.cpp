@@ -80,19 +80,20 @@ int main(int argc, char** argv) {
                                buf[static_cast<std::size_t>(omp_get_thread_num())].data(), n1);
       }
     });
-    time("blocks:bf16", [&] {
-      const std::size_t mb = std::min(md::block_rows(n1), n0);
-      const std::size_t blocks = (n0 + mb - 1) / mb;
-      std::vector<std::vector<float>> buf(static_cast<std::size_t>(threads), std::vector<float>(mb * n1));
+    if (md::bf16_similarity_available())
+      time("blocks:bf16", [&] {
+        const std::size_t mb = std::min(md::block_rows(n1), n0);
+        const std::size_t blocks = (n0 + mb - 1) / mb;
+        std::vector<std::vector<float>> buf(static_cast<std::size_t>(threads), std::vector<float>(mb * n1));
 #pragma omp parallel num_threads(threads)
-      {
-        omp_set_num_threads(1);
+        {
+          omp_set_num_threads(1);
 #pragma omp for schedule(dynamic, 1)
-        for (std::size_t k = 0; k < blocks; ++k)
-          md::similarity_block_bf16(a16.data() + k * mb * dim, std::min(mb, n0 - k * mb), b16.data(), n1, dim,
-                                    buf[static_cast<std::size_t>(omp_get_thread_num())].data(), n1);
-      }
-    });
+          for (std::size_t k = 0; k < blocks; ++k)
+            md::similarity_block_bf16(a16.data() + k * mb * dim, std::min(mb, n0 - k * mb), b16.data(), n1, dim,
+                                      buf[static_cast<std::size_t>(omp_get_thread_num())].data(), n1);
+        }
+      });
     for (const auto* k : md::available_scans())
       time(std::string("scan:") + superpoint_rt::util::to_string(k->isa), [&] {
         md::reset_top2(cols.arrays(), n1);
@@ -113,8 +114,9 @@ int main(int argc, char** argv) {
     std::printf("  %-12s %9.2f   x gemm %.3f\n", name.c_str(), m, m / gemm);
   }
   for (const auto& [screen, st] : stats)
-    std::printf("  screen %-5s bound E %.3g, exact similarities %zu (%.3f per row + column)%s\n", md::to_string(screen),
-                st.bound, st.exact, static_cast<double>(st.exact) / static_cast<double>(n0 + n1),
+    std::printf("  screen %-5s (ran %s) bound E %.3g, exact similarities %zu (%.3f per row + column)%s\n",
+                md::to_string(screen), md::to_string(st.screen), st.bound, st.exact,
+                static_cast<double>(st.exact) / static_cast<double>(n0 + n1),
                 st.fell_back ? ", fell back to exact" : "");
   return 0;
 }

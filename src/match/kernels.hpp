@@ -43,9 +43,10 @@ struct ScanKernels {
   /// count or oneDNN's GEMM kernel (matcher.hpp).
   float (*dot)(const float* a, const float* b, int dim);
   /// Writes to `out` (room for n + 16 entries) the columns j in [0, n), increasing, with
-  /// row[j] >= min(row_min, col_second[j] - margin) (the difference rounded to float32); returns their count. NaN is
-  /// never collected.
-  int (*collect)(const float* row, int n, float row_min, const float* col_second, float margin, std::int32_t* out);
+  /// row[j] >= min(row_min, max(col_second[j], col_floor[j]) - margin) (the difference rounded to float32); returns
+  /// their count. NaN is never collected (and col_second, col_floor hold none).
+  int (*collect)(const float* row, int n, float row_min, const float* col_second, const float* col_floor, float margin,
+                 std::int32_t* out);
   /// out[k] = the bfloat16 bits of x[k] rounded to nearest, ties to even (a NaN stays a quiet NaN), and
   /// resid[k] = x[k] - that bfloat16 (exact in float32), k in [0, dim).
   void (*to_bf16)(const float* x, int dim, std::uint16_t* out, float* resid);

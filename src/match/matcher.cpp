@@ -57,6 +57,9 @@ std::size_t row_stride(std::size_t n1) {
 // Rows scanned at a time before their candidates are collected (256 KiB at 4096 columns: they stay in L2).
 constexpr std::size_t kGroupRows = 16;
 
+// Rows whose screened column top-2 give every column's floor before the blocks run (1.6 % of 4096 rows).
+constexpr std::size_t kFloorRows = 64;
+
 // Blocks per thread the rows are cut into, at least (dynamic scheduling evens out the threads' shares).
 constexpr std::size_t kBlocksPerThread = 4;
 
@@ -185,6 +188,16 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
   float margin = 0;  // 2E, rounded up to float32
   std::atomic<bool> give_up{false};
   std::atomic<std::size_t> computed{0};
+  std::size_t computed_cols = 0;
+  // Rows [r0, r0 + m) of the matrix into c (row stride ld): screened, or exact.
+  auto screen_block = [&](std::size_t r0, std::size_t m, float* c) {
+    if (exact)
+      exact_block(k, A + r0 * dim, m, B, n1, dim, c, ld);
+    else if (bf16)
+      similarity_block_bf16(bf16_[0].data() + r0 * dim, m, bf16_[1].data(), n1, static_cast<int>(dim), c, ld);
+    else
+      similarity_block({A, n0, static_cast<int>(dim), false}, r0, m, {B, n1, static_cast<int>(dim), false}, c, ld);
+  };
   // Exceptions must not leave the OpenMP region, and every thread must reach the worksharing loops' barriers: a
   // failure is recorded and the remaining work is skipped.
   std::exception_ptr error;
@@ -242,6 +255,18 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
         } else {
           margin = static_cast<float>(2 * e);
           if (static_cast<double>(margin) < 2 * e) margin = std::nextafter(margin, std::numeric_limits<float>::max());
+          // The columns' floor: their screened second best over the first rows alone, a lower bound of the final
+          // one from the start (each thread's running state starts from nothing and would let every early row in).
+          try {
+            const std::size_t m = std::min(kFloorRows, mb);
+            screen_block(0, m, c);
+            floor_rows_.resize(m);
+            floor_.resize(n1);
+            reset_top2(floor_.arrays(), n1);
+            k.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), 0, floor_rows_.arrays(), floor_.arrays());
+          } catch (...) {
+            record();
+          }
         }
       }
     }
@@ -250,12 +275,7 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
       if (failed || give_up) continue;
       try {
         const std::size_t r0 = blk * mb, m = std::min(mb, n0 - r0);
-        if (exact)
-          exact_block(k, A + r0 * dim, m, B, n1, dim, c, ld);
-        else if (bf16)
-          similarity_block_bf16(bf16_[0].data() + r0 * dim, m, bf16_[1].data(), n1, static_cast<int>(dim), c, ld);
-        else
-          similarity_block({A, n0, static_cast<int>(dim), false}, r0, m, {B, n1, static_cast<int>(dim), false}, c, ld);
+        screen_block(r0, m, c);
         const Top2Arrays out{rows.best.data() + r0, rows.second.data() + r0, rows.index.data() + r0};
         if (exact) {
           k.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), static_cast<std::int32_t>(r0), out, w.cols.arrays());
@@ -275,22 +295,27 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
             const auto i = static_cast<std::int32_t>(r0 + r);
             const float* x = A + (r0 + r) * dim;
             const float row_min = out.second[r] - margin;
-            const int hits =
-                k.collect(crow, static_cast<int>(n1), row_min, w.cols.second.data(), margin, w.hits.data());
+            const int hits = k.collect(crow, static_cast<int>(n1), row_min, w.cols.second.data(), floor_.second.data(),
+                                       margin, w.hits.data());
             float b1 = kNegInf, b2 = kNegInf;
             std::int32_t i1 = 0;
             for (int h = 0; h < hits; ++h) {
               const std::int32_t j = w.hits[static_cast<std::size_t>(h)];
+              const auto ju = static_cast<std::size_t>(j);
               const float screened = crow[j];
-              const float e = k.dot(x, B + static_cast<std::size_t>(j) * dim, static_cast<int>(dim));
-              if (screened >= row_min) push(b1, b2, i1, e, j);
-              if (screened >= w.cols.second[static_cast<std::size_t>(j)] - margin)
-                w.kept.push_back({i, j, screened, e});
+              // Row candidates are computed now; column candidates wait for the final threshold, which most fail.
+              Candidate cand{i, j, screened, 0.0f, false};
+              if (screened >= row_min) {
+                cand.exact = k.dot(x, B + ju * dim, static_cast<int>(dim));
+                cand.computed = true;
+                push(b1, b2, i1, cand.exact, j);
+                ++done;
+              }
+              if (screened >= std::max(w.cols.second[ju], floor_.second[ju]) - margin) w.kept.push_back(cand);
             }
             out.best[r] = b1;
             out.second[r] = b2;
             out.index[r] = i1;
-            done += static_cast<std::size_t>(hits);
           }
         }
         computed += done;
@@ -315,20 +340,26 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
     stats_.exact = n0 * n1;
     return true;
   }
-  // The columns' final thresholds, then each thread's exact column top-2 over its kept candidates (in increasing row
-  // order within a thread, as the scan's), merged as the screened states were.
-  // (cols now holds the merged screened top-2; each thread's own is rebuilt from its candidates.)
+  // The columns' final thresholds, then each thread's exact column top-2 over its kept candidates that pass them (in
+  // increasing row order within a thread, as the scan's), merged as the screened states were. cols holds the merged
+  // screened top-2 until then; each thread's own is rebuilt from its candidates.
   const std::vector<float> col_second = cols.second;
-  for (int t = team - 1; t >= 0; --t) {
-    Workspace& w = work_[static_cast<std::size_t>(t)];
+#pragma omp parallel num_threads(team) reduction(+ : computed_cols)
+  {
+    Workspace& w = work_[static_cast<std::size_t>(omp_get_thread_num())];
     reset_top2(w.cols.arrays(), n1);
-    for (const Candidate& cand : w.kept) {
+    for (Candidate& cand : w.kept) {
       const auto j = static_cast<std::size_t>(cand.j);
-      if (cand.screened >= col_second[j] - margin)
-        push(w.cols.best[j], w.cols.second[j], w.cols.index[j], cand.exact, cand.i);
+      if (!(cand.screened >= col_second[j] - margin)) continue;
+      if (!cand.computed) {
+        cand.exact = k.dot(A + static_cast<std::size_t>(cand.i) * dim, B + j * dim, static_cast<int>(dim));
+        ++computed_cols;
+      }
+      push(w.cols.best[j], w.cols.second[j], w.cols.index[j], cand.exact, cand.i);
     }
   }
   merge_columns();
+  computed += computed_cols;
   stats_.exact = computed;
   return true;
 }

@@ -87,10 +87,11 @@ class Matcher {
   int threads() const { return threads_; }
 
  private:
-  // A screened entry kept for the columns' exact pass: row i, column j, screened and exact similarity.
+  // A screened entry kept for the columns' exact pass: row i, column j, screened and (once computed) exact similarity.
   struct Candidate {
     std::int32_t i, j;
     float screened, exact;
+    bool computed;
   };
   struct Workspace {
     AlignedFloats c;
@@ -106,6 +107,7 @@ class Matcher {
   int threads_;
   std::vector<Workspace> work_;
   Top2 rows_, cols_;
+  Top2 floor_, floor_rows_;  // the columns' screened top-2 over the first kFloorRows rows, and those rows'
   ScreenStats stats_;
   // The current pair: point-major float32 rows (copies only for dim-major views) and their bfloat16 roundings.
   std::vector<float> copy_[2];

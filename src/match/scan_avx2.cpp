@@ -118,18 +118,21 @@ float dot_avx2(const float* a, const float* b, int dim) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
-int collect_avx2(const float* row, int n, float row_min, const float* col_second, float margin, std::int32_t* out) {
+int collect_avx2(const float* row, int n, float row_min, const float* col_second, const float* col_floor, float margin,
+                 std::int32_t* out) {
   const __m256 rmin = _mm256_set1_ps(row_min), mv = _mm256_set1_ps(margin);
   int count = 0;
   for (int j = 0; j < n; j += 8) {
     const int left = n - j;
     unsigned hit;
     if (left >= 8) {
-      const __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_loadu_ps(col_second + j), mv), rmin);
+      const __m256 col = _mm256_max_ps(_mm256_loadu_ps(col_second + j), _mm256_loadu_ps(col_floor + j));
+      const __m256 t = _mm256_min_ps(_mm256_sub_ps(col, mv), rmin);
       hit = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(row + j), t, _CMP_GE_OQ)));
     } else {
       const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      const __m256 t = _mm256_min_ps(_mm256_sub_ps(_mm256_maskload_ps(col_second + j, m), mv), rmin);
+      const __m256 col = _mm256_max_ps(_mm256_maskload_ps(col_second + j, m), _mm256_maskload_ps(col_floor + j, m));
+      const __m256 t = _mm256_min_ps(_mm256_sub_ps(col, mv), rmin);
       hit = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_maskload_ps(row + j, m), t, _CMP_GE_OQ))) &
             ((1u << left) - 1u);
     }

@@ -106,14 +106,16 @@ float dot_avx512(const float* a, const float* b, int dim) {
 
 // Candidates are rare (a few per row): test 16 columns at a time and compress only where one passes. The compress
 // goes to a register and is stored whole (`out` has 16 entries of slack): VPCOMPRESSD to memory is slow on AMD.
-int collect_avx512(const float* row, int n, float row_min, const float* col_second, float margin, std::int32_t* out) {
+int collect_avx512(const float* row, int n, float row_min, const float* col_second, const float* col_floor,
+                   float margin, std::int32_t* out) {
   const __m512 rmin = _mm512_set1_ps(row_min), mv = _mm512_set1_ps(margin);
   const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int count = 0;
   for (int j = 0; j < n; j += 16) {
     const int left = n - j;
     const __mmask16 k = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
-    const __m512 t = _mm512_min_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, col_second + j), mv), rmin);
+    const __m512 col = _mm512_max_ps(_mm512_maskz_loadu_ps(k, col_second + j), _mm512_maskz_loadu_ps(k, col_floor + j));
+    const __m512 t = _mm512_min_ps(_mm512_sub_ps(col, mv), rmin);
     const __mmask16 hit = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, row + j), t, _CMP_GE_OQ);
     if (hit) {
       const __m512i idx = _mm512_maskz_compress_epi32(hit, _mm512_add_epi32(_mm512_set1_epi32(j), iota));

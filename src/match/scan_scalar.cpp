@@ -49,10 +49,11 @@ float dot_scalar(const float* a, const float* b, int dim) {
   return lane[0];
 }
 
-int collect_scalar(const float* row, int n, float row_min, const float* col_second, float margin, std::int32_t* out) {
+int collect_scalar(const float* row, int n, float row_min, const float* col_second, const float* col_floor,
+                   float margin, std::int32_t* out) {
   int count = 0;
   for (int j = 0; j < n; ++j) {
-    const float col_min = col_second[j] - margin;
+    const float col_min = (col_second[j] > col_floor[j] ? col_second[j] : col_floor[j]) - margin;
     const float t = col_min < row_min ? col_min : row_min;
     if (row[j] >= t) out[count++] = j;
   }

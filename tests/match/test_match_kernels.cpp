@@ -198,17 +198,20 @@ TEST(MatchCollect, EveryTableEqualsTheDefinition) {
     for (float row_min : {-kInf, -0.5f, 0.0f, 0.7f, kInf}) {
       auto row = gaussian(static_cast<std::size_t>(n), seed++);
       auto second = gaussian(static_cast<std::size_t>(n), seed++);
+      auto floor = gaussian(static_cast<std::size_t>(n), seed++);
       row[static_cast<std::size_t>(n) / 2] = nan;
       second[0] = -kInf;
+      floor[static_cast<std::size_t>(n) - 1] = -kInf;
       const float margin = 0.125f;
       std::vector<std::int32_t> want;
       for (int j = 0; j < n; ++j) {
-        const float t = std::min(second[static_cast<std::size_t>(j)] - margin, row_min);
+        const auto u = static_cast<std::size_t>(j);
+        const float t = std::min(std::max(second[u], floor[u]) - margin, row_min);
         if (row[static_cast<std::size_t>(j)] >= t) want.push_back(j);
       }
       for (const auto* k : md::available_scans()) {
         std::vector<std::int32_t> out(static_cast<std::size_t>(n) + 16, -7);
-        const int count = k->collect(row.data(), n, row_min, second.data(), margin, out.data());
+        const int count = k->collect(row.data(), n, row_min, second.data(), floor.data(), margin, out.data());
         out.resize(static_cast<std::size_t>(count));
         EXPECT_EQ(out, want) << superpoint_rt::util::to_string(k->isa) << " n " << n << " row_min " << row_min;
       }

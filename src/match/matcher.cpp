@@ -257,13 +257,16 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
           if (static_cast<double>(margin) < 2 * e) margin = std::nextafter(margin, std::numeric_limits<float>::max());
           // The columns' floor: their screened second best over the first rows alone, a lower bound of the final
           // one from the start (each thread's running state starts from nothing and would let every early row in).
+          // (c is this thread's block buffer, allocated unless `failed`.)
           try {
-            const std::size_t m = std::min(kFloorRows, mb);
-            screen_block(0, m, c);
-            floor_rows_.resize(m);
-            floor_.resize(n1);
-            reset_top2(floor_.arrays(), n1);
-            k.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), 0, floor_rows_.arrays(), floor_.arrays());
+            if (!failed) {
+              const std::size_t m = std::min(kFloorRows, mb);
+              screen_block(0, m, c);
+              floor_rows_.resize(m);
+              floor_.resize(n1);
+              reset_top2(floor_.arrays(), n1);
+              k.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), 0, floor_rows_.arrays(), floor_.arrays());
+            }
           } catch (...) {
             record();
           }

@@ -11,13 +11,14 @@
 // read() agree and stay within the limits; keypoints are finite, image sizes in [1, kMaxImageSide]; a listed pair
 // group is has_pair(); matches are within their images' keypoints, scores one per match, and a pair read in the other
 // order gives the same matches swapped.
-// Inputs with a group of compact link storage are left out before the readers see them: libhdf5 1.10.8 crashes
-// listing a damaged one (has_compact_group, fuzz/README.md). After each input no HDF5 identifier may be left open.
-// Each dataset is limited to kFuzzMaxValues values (the readers' max_values), so that one execution stays small: a
-// declared shape over it takes the limit path, which is one of the paths under test.
+// Inputs with a group of compact link storage or a damaged local heap are left out before the readers see them:
+// libhdf5 1.10.8 crashes or loops on those (has_compact_group, has_bad_local_heap, fuzz/README.md). After each input no
+// HDF5 identifier may be left open. Each dataset is limited to kFuzzMaxValues values (the readers' max_values), so that
+// one execution stays small: a declared shape over it takes the limit path, which is one of the paths under test.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -72,12 +73,46 @@ bool has_compact_group(hid_t file, std::size_t size) {
   return false;
 }
 
-// Whether the input is one fuzz_features / fuzz_matches may hand to the readers (see has_compact_group).
+// libhdf5 1.10.8 also trusts a local heap's header (the name heap of an old-style group: hloc's files have them): a
+// data segment larger than the file is allocated, and copied into unchecked when that fails (SIGSEGV on the null
+// pointer); a free list that loops is followed forever, allocating (fuzz/README.md). The harness leaves out inputs
+// with such a heap, found by its "HEAP" signature and read as h5py writes it (8-byte lengths and offsets, base address
+// 0): a check of the bytes, which may also leave out a valid input whose raw data holds "HEAP" (at no cost here; the
+// readers cannot do the same, they would refuse valid files).
+bool has_bad_local_heap(const std::uint8_t* data, std::size_t size) {
+  const auto u64 = [&](std::uint64_t at) {
+    std::uint64_t v;
+    std::memcpy(&v, data + at, sizeof v);  // little-endian, as the file
+    return v;
+  };
+  for (std::size_t p = 0; p + 32 <= size; ++p) {
+    if (std::memcmp(data + p, "HEAP", 4) != 0) continue;
+    const std::uint64_t segment = u64(p + 8), addr = u64(p + 24);
+    if (segment > size || addr > size - segment) return true;
+    // The free list: blocks (offset of the next, size) inside the segment; H5HL_FREE_NULL (1) or undefined ends it.
+    std::uint64_t at = u64(p + 16);
+    for (std::uint64_t steps = 0; at != 1 && at != ~std::uint64_t{0}; ++steps) {
+      if (steps > segment / 16 || at > segment || segment - at < 16) return true;
+      if (u64(addr + at + 8) > segment - at) return true;
+      at = u64(addr + at);
+    }
+  }
+  return false;
+}
+
+// Whether the input is one fuzz_features / fuzz_matches may hand to the readers (see has_bad_local_heap and
+// has_compact_group; SPRT_FUZZ_VERBOSE=1 says when it is not).
 bool listable(const std::uint8_t* data, std::size_t size) {
+  static const bool verbose = std::getenv("SPRT_FUZZ_VERBOSE") != nullptr;
+  if (has_bad_local_heap(data, size)) {
+    if (verbose) std::fprintf(stderr, "left out: a local heap libhdf5 would not survive\n");
+    return false;
+  }
   bool ok = false;
   sprt_fuzz::ok([&] {
     const util::h5::Hid file = util::h5::open_image(data, size, "fuzz-precheck.h5");
     ok = !has_compact_group(file.get(), size);
+    if (!ok && verbose) std::fprintf(stderr, "left out: a compact group\n");
   });
   return ok;
 }

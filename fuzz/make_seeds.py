@@ -5,9 +5,10 @@
 
 Images come from Pillow (every format and mode the decoders take, a few pixels wide), plus small crops of the
 images in DIR/images (../shared), re-encoded with their EXIF / ICC data, and the header bytes of the originals; the
-rest (HTTP requests, safetensors, config.json, hub responses, NPZ/NPY) is written here byte by byte. Nothing here is
-committed: ctest (the fuzz_make_seeds fixture) and scripts/fuzz.sh run this. Deterministic: the same files each run.
-Needs numpy and Pillow (the test venv).
+rest (HTTP requests, safetensors, config.json, hub responses, NPZ/NPY) is written here byte by byte, and hloc's
+HDF5 feature and match files by h5py (in memory). Nothing here is committed: ctest (the fuzz_make_seeds fixture) and
+scripts/fuzz.sh run this. Deterministic: the same files each run.
+Needs numpy, Pillow and h5py (the test venv).
 """
 import argparse
 import io
@@ -351,6 +352,75 @@ def pairs_seeds():
             ("long_name.txt", b"a " + b"x" * 5000 + b"\n")]
 
 
+def h5_file(fill, **kw):
+    """The bytes of an HDF5 file that h5py writes in memory (no disk) with `fill(file)`."""
+    import h5py  # the test venv (scripts/setup-venv.sh)
+
+    buf = io.BytesIO()
+    with h5py.File(buf, "w", **kw) as f:
+        fill(f)
+    return buf.getvalue()
+
+
+def hloc_features(f, names, dim, n, dtype, **ds_kw):
+    """hloc's extract_features layout: one group per image (names may hold '/': nested groups), descriptors dim-major
+    (dim, n), keypoints (n, 2) with the "uncertainty" attribute, scores (n,), image_size (2,) int64 (width, height)."""
+    rng = np.random.default_rng(n * 31 + dim)
+    for k, name in enumerate(names):
+        g = f.create_group(name)
+        kp = g.create_dataset("keypoints", data=(rng.random((n, 2)) * [40, 30]).astype(dtype), **ds_kw)
+        kp.attrs["uncertainty"] = 2.0
+        g.create_dataset("scores", data=rng.random(n).astype(dtype), **ds_kw)
+        d = rng.standard_normal((dim, n)).astype(dtype)
+        g.create_dataset("descriptors", data=d / np.maximum(np.linalg.norm(d, axis=0), 1e-6).astype(dtype), **ds_kw)
+        g.create_dataset("image_size", data=np.array([40 + k, 30], np.int64))
+
+
+def hloc_matches(f, pairs, n0, n1, sep="/", **ds_kw):
+    """hloc's match_features layout: group names_to_pair(name0, name1) ('/' in names made '-'), matches0 (n0,) int16
+    (-1: no match), matching_scores0 (n0,) float16."""
+    for k, (a, b) in enumerate(pairs):
+        g = f.create_group(a.replace("/", "-") + sep + b.replace("/", "-"))
+        m = np.full(n0, -1, np.int16)
+        m[k % 2::2] = np.arange(len(m[k % 2::2])) % n1
+        g.create_dataset("matches0", data=m, **ds_kw)
+        g.create_dataset("matching_scores0", data=np.linspace(0, 1, n0).astype(np.float16), **ds_kw)
+
+
+def h5_seeds():
+    names = ["db/1.jpg", "query/night/2.jpg"]
+    pairs = [(names[0], names[1])]
+    s = [("features_f16.h5", h5_file(lambda f: hloc_features(f, names, 256, 5, np.float16))),
+         ("features_f32_dim8.h5", h5_file(lambda f: hloc_features(f, ["a.jpg", "b.jpg"], 8, 6, np.float32))),
+         ("features_f64_v110.h5", h5_file(lambda f: hloc_features(f, ["x/y.png"], 4, 3, np.float64),
+                                           libver=("v110", "v110"))),
+         ("features_gzip.h5", h5_file(lambda f: hloc_features(f, ["c.jpg"], 16, 8, np.float32, chunks=True,
+                                                              compression="gzip", shuffle=True))),
+         ("features_empty_record.h5", h5_file(lambda f: hloc_features(f, ["e.jpg"], 256, 0, np.float16))),
+         ("matches.h5", h5_file(lambda f: hloc_matches(f, pairs + [(names[1], names[0])], 5, 5))),
+         ("matches_old_sep.h5", h5_file(lambda f: hloc_matches(f, [("a.jpg", "b.jpg")], 6, 6, sep="_"))),
+         ("matches_gzip_v110.h5", h5_file(lambda f: hloc_matches(f, [("a.jpg", "b.jpg")], 6, 6, chunks=True,
+                                                                   compression="gzip"), libver=("v110", "v110")))]
+
+    def both(f):  # a features file that also holds the pairs of its images (the COLMAP export's checks)
+        hloc_features(f, names, 8, 5, np.float16)
+        hloc_matches(f, pairs, 5, 5)
+
+    s.append(("features_and_matches.h5", h5_file(both)))
+
+    def odd(f):  # links and shapes the readers refuse: soft and external links, a 3-D record, a huge chunked shape
+        hloc_features(f, ["ok.jpg"], 4, 2, np.float32)
+        f["soft"] = __import__("h5py").SoftLink("/ok.jpg")
+        f["ext"] = __import__("h5py").ExternalLink("other.h5", "/ok.jpg")
+        f.create_dataset("cube/descriptors", data=np.zeros((2, 2, 2), np.float32))
+        f.create_dataset("huge/keypoints", shape=(1 << 20, 2), dtype="f2", chunks=(1024, 2))
+        f.create_dataset("huge/image_size", data=np.array([1, 1], np.int64))
+        f.create_dataset("str/descriptors", data=np.array([b"ab", b"cd"]))
+
+    s.append(("refused.h5", h5_file(odd)))
+    return s
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -382,6 +452,8 @@ def main():
         c.add("npz", name, data)
     for name, data in pairs_seeds():
         c.add("pairs", name, data)
+    for name, data in h5_seeds():
+        c.add("h5", name, data)
     for h in sorted(p.name for p in a.out.iterdir() if p.is_dir()):
         n = sum(1 for _ in (a.out / h).iterdir())
         print(f"{h}: {n} seeds")

@@ -1,10 +1,12 @@
 // hloc's files (h5.hpp) and the public readers of superpoint_rt/match.hpp (feature_names, read_matches).
 #include "match/h5.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <utility>
 
 #include "batch/batch.hpp"
 #include "superpoint_rt/errors.hpp"
@@ -24,11 +26,15 @@ using util::h5::io_error;
   throw Error(ErrorKind::InvalidArgument, m);
 }
 
-// h5py's `path in group`: every component of `path` exists (H5Lexists needs the parents to exist).
+// h5py's `path in group`: every component of `path` exists (H5Lexists needs the parents to exist). Only hard links
+// count: hloc's files have no others, and following a soft or external link from a file given to us would open other
+// files on the disk (an external link names any path) or loop.
 bool path_exists(hid_t file, const std::string& path) {
   for (std::size_t slash = path.find('/');; slash = path.find('/', slash + 1)) {
     const std::string part = path.substr(0, slash);
     if (part.empty() || H5Lexists(file, part.c_str(), H5P_DEFAULT) <= 0) return false;
+    H5L_info_t info;
+    if (H5Lget_info(file, part.c_str(), &info, H5P_DEFAULT) < 0 || info.type != H5L_TYPE_HARD) return false;
     if (slash == std::string::npos) return true;
   }
 }
@@ -43,21 +49,54 @@ bool is_half(hid_t type) {
          H5Tget_order(type) == H5T_ORDER_LE;
 }
 
-// The dims of a dataset whose values are numbers (float or integer), checked against `rank` and `max_values`.
+// Whether the product of `dims` is over `max_values`; `text` gets the shape and the product for a message (without
+// overflow: the product is only formed while it fits 64 bits).
+bool too_many(const hsize_t* dims, int rank, std::int64_t max_values, std::string& text) {
+  std::uint64_t values = 1;
+  bool overflow = false;
+  std::string shape;
+  for (int i = 0; i < rank; ++i) {
+    shape += (i ? ", " : "") + std::to_string(dims[i]);
+    overflow = overflow || __builtin_mul_overflow(values, std::uint64_t{dims[i]}, &values);
+  }
+  if (std::find(dims, dims + rank, hsize_t{0}) != dims + rank) values = 0, overflow = false;
+  text = (overflow ? std::string("over 2^64") : std::to_string(values)) + " values (at most " +
+         std::to_string(max_values) + ") in shape (" + shape + ")";
+  return overflow || values > static_cast<std::uint64_t>(max_values);
+}
+
+// The dims of a dataset whose values are numbers (float or integer), checked against `rank` and `max_values`, before
+// anything is allocated for them. Also checked: the stored value is at most kMaxValueBytes (numpy's widest, float128:
+// HDF5's conversion buffers grow with it), the values are stored in this file (no external raw-data files or virtual
+// dataset sources, which name other files on the disk), and a chunked dataset's chunk holds at most `max_values`
+// values (HDF5 allocates a whole chunk to read a filtered one, whatever the dataset's size).
 std::vector<hsize_t> numeric_dims(hid_t ds, int rank, std::int64_t max_values, const std::string& where) {
   Hid type(H5Dget_type(ds), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.get());
   if (cls != H5T_FLOAT && cls != H5T_INTEGER) invalid(where + ": not a numeric dataset");
+  const std::size_t value_bytes = H5Tget_size(type.get());
+  if (value_bytes < 1 || value_bytes > kMaxValueBytes)
+    invalid(where + ": values of " + std::to_string(value_bytes) + " bytes (1.." + std::to_string(kMaxValueBytes) +
+            ")");
   Hid space(H5Dget_space(ds), H5Sclose);
   const int r = H5Sget_simple_extent_ndims(space.get());
   if (r != rank) invalid(where + ": " + std::to_string(r) + " dimensions (expected " + std::to_string(rank) + ")");
   std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
   check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "cannot read the shape", where);
-  long double values = 1;
-  for (hsize_t d : dims) values *= static_cast<long double>(d);
-  if (values > static_cast<long double>(max_values))
-    invalid(where + ": " + std::to_string(static_cast<unsigned long long>(values)) + " values (at most " +
-            std::to_string(max_values) + ")");
+  std::string text;
+  if (too_many(dims.data(), rank, max_values, text)) invalid(where + ": " + text);
+  Hid dcpl(H5Dget_create_plist(ds), H5Pclose);
+  if (!dcpl.ok()) io_error("cannot read the storage properties", where);
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT && layout != H5D_CHUNKED)
+    invalid(where + ": not stored in the file (virtual dataset or unknown layout)");
+  if (H5Pget_external_count(dcpl.get()) != 0) invalid(where + ": its values are stored in external files");
+  if (layout == H5D_CHUNKED) {
+    hsize_t chunk[H5S_MAX_RANK];
+    const int cr = H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, chunk);
+    if (cr < 1 || cr > H5S_MAX_RANK) invalid(where + ": unreadable chunk shape");
+    if (too_many(chunk, cr, max_values, text)) invalid(where + ": chunks of " + text);
+  }
   return dims;
 }
 
@@ -108,9 +147,12 @@ Hid open_hdf5(const std::string& path, const char* what) {
 
 }  // namespace
 
-FeatureReader::FeatureReader(const std::string& path) : path_(path), file_(open_hdf5(path, "features")) {
+FeatureReader::FeatureReader(const std::string& path) : FeatureReader(open_hdf5(path, "features"), path) {}
+
+FeatureReader::FeatureReader(Hid file, std::string path, std::int64_t max_values)
+    : path_(std::move(path)), file_(std::move(file)), max_values_(std::min(max_values, kMaxRecordValues)) {
   std::lock_guard lock(util::h5::lock());
-  names_ = util::h5::dataset_parents(file_.get(), path);
+  names_ = util::h5::dataset_parents(file_.get(), path_);
   name_set_.insert(names_.begin(), names_.end());
 }
 
@@ -127,7 +169,7 @@ std::pair<int, std::size_t> FeatureReader::shape(const std::string& name) const 
   std::lock_guard lock(util::h5::lock());
   const std::string where = path_ + " [" + name + "]";
   Hid ds = open_dataset(file_.get(), name + "/descriptors", where);
-  const auto dims = numeric_dims(ds.get(), 2, kMaxRecordValues, where + " descriptors");
+  const auto dims = numeric_dims(ds.get(), 2, max_values_, where + " descriptors");
   if (dims[0] < 1 || dims[0] > static_cast<hsize_t>(kMaxDescriptorDim))
     invalid(where + ": descriptors of dim " + std::to_string(dims[0]) + " (hloc's layout is (dim, keypoints), dim 1.." +
             std::to_string(kMaxDescriptorDim) + ")");
@@ -157,7 +199,7 @@ KeypointRecord FeatureReader::keypoints(const std::string& name) const {
   {
     const std::string w = where + " keypoints";
     Hid ds = open_dataset(file_.get(), name + "/keypoints", where);
-    const auto dims = numeric_dims(ds.get(), 2, kMaxRecordValues, w);
+    const auto dims = numeric_dims(ds.get(), 2, max_values_, w);
     if (type_class(ds.get()) != H5T_FLOAT) invalid(w + ": not a float dataset");
     if (dims[1] != 2)
       invalid(w + ": shape (" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + "), expected (N, 2)");
@@ -180,7 +222,10 @@ KeypointRecord FeatureReader::keypoints(const std::string& name) const {
   return r;
 }
 
-MatchReader::MatchReader(const std::string& path) : path_(path), file_(open_hdf5(path, "matches")) {}
+MatchReader::MatchReader(const std::string& path) : MatchReader(open_hdf5(path, "matches"), path) {}
+
+MatchReader::MatchReader(Hid file, std::string path, std::int64_t max_values)
+    : path_(std::move(path)), file_(std::move(file)), max_values_(std::min(max_values, kMaxRecordValues)) {}
 
 MatchReader::~MatchReader() {
   std::lock_guard lock(util::h5::lock());
@@ -209,7 +254,7 @@ MatchRecord MatchReader::read(const std::string& name0, const std::string& name1
   const auto& [key, reversed] = *found;
   const std::string where = path_ + " [" + key + "]", wm = where + " matches0";
   Hid m = open_dataset(file_.get(), key + "/matches0", where);
-  const auto n = static_cast<std::size_t>(numeric_dims(m.get(), 1, kMaxRecordValues, wm)[0]);
+  const auto n = static_cast<std::size_t>(numeric_dims(m.get(), 1, max_values_, wm)[0]);
   if (type_class(m.get()) != H5T_INTEGER) invalid(wm + ": not an integer dataset");
   // The stored direction: matches0 has one entry per keypoint of the group's first image, indices into the other.
   const std::string& other_name = reversed ? name0 : name1;
@@ -239,7 +284,7 @@ MatchRecord MatchReader::read(const std::string& name0, const std::string& name1
   if (with_scores) {
     const std::string ws = where + " matching_scores0";
     Hid s = open_required(file_.get(), key + "/matching_scores0", where);
-    const auto ns = static_cast<std::size_t>(numeric_dims(s.get(), 1, kMaxRecordValues, ws)[0]);
+    const auto ns = static_cast<std::size_t>(numeric_dims(s.get(), 1, max_values_, ws)[0]);
     if (ns != n)
       invalid(ws + ": " + std::to_string(ns) + " entries, expected (" + std::to_string(n) + ",) as matches0");
     out.scores_half = stored_as_half(s.get());

@@ -30,6 +30,8 @@ namespace superpoint_rt::matching::detail {
 inline constexpr std::int64_t kMaxRecordValues = std::int64_t{1} << 27;
 /// The largest image side an image_size dataset may state.
 inline constexpr std::int64_t kMaxImageSide = std::int64_t{1} << 20;
+/// The widest stored value (bytes) of a numeric dataset: numpy's float128 / h5py's 16-byte floats.
+inline constexpr std::size_t kMaxValueBytes = 16;
 
 /// The descriptors of one image, widened to float32 as hloc's loader does (.float()) and transposed from hloc's
 /// (dim, n) to rows (n, dim): the layout of Features, so that the file path and the in-memory match() run the same
@@ -55,6 +57,10 @@ class FeatureReader {
  public:
   /// Throws Error(NotFound) for a missing file, Error(Io) for one HDF5 cannot open.
   explicit FeatureReader(const std::string& path);
+  /// A features file HDF5 has open (the path constructor's, or util::h5::open_image's: a file image in memory, as the
+  /// fuzz harness fuzz/fuzz_h5.cpp reads); `path` names it in messages. `max_values` lowers the per-dataset limit
+  /// (at most kMaxRecordValues: the harness keeps each execution small).
+  FeatureReader(util::h5::Hid file, std::string path, std::int64_t max_values = kMaxRecordValues);
   ~FeatureReader();
   FeatureReader(const FeatureReader&) = delete;
   FeatureReader& operator=(const FeatureReader&) = delete;
@@ -77,6 +83,7 @@ class FeatureReader {
  private:
   std::string path_;
   util::h5::Hid file_;
+  std::int64_t max_values_;
   std::vector<std::string> names_;
   std::set<std::string> name_set_;
 };
@@ -92,6 +99,8 @@ class MatchReader {
  public:
   /// Throws Error(NotFound) for a missing file, Error(Io) for one HDF5 cannot open.
   explicit MatchReader(const std::string& path);
+  /// A matches file HDF5 has open; `path` and `max_values` as FeatureReader's.
+  MatchReader(util::h5::Hid file, std::string path, std::int64_t max_values = kMaxRecordValues);
   ~MatchReader();
   MatchReader(const MatchReader&) = delete;
   MatchReader& operator=(const MatchReader&) = delete;
@@ -111,6 +120,7 @@ class MatchReader {
  private:
   std::string path_;
   util::h5::Hid file_;
+  std::int64_t max_values_;
 };
 
 /// Pair keys (group paths of pairs, hloc's names_to_pair) already in a matches file and its part files.

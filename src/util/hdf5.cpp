@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "superpoint_rt/errors.hpp"
 #include "util/file.hpp"
@@ -20,11 +22,29 @@ void quiet() {
   if (!done.exchange(true)) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
 }
 
+struct Walk {
+  std::set<std::string> names;
+  std::uint64_t visits = 0, max_visits = 0;
+  std::string error;  // why the walk stopped early
+};
+
+// Returns 1 (stop) with Walk::error set when a bound is exceeded, before the name is copied.
 herr_t visit_cb(hid_t, const char* name, const H5O_info_t* info, void* data) {
+  auto& w = *static_cast<Walk*>(data);
+  if (++w.visits > w.max_visits) {
+    w.error = "more than " + std::to_string(w.max_visits) + " objects (a file of its size holds at most one per " +
+              std::to_string(kMinLinkBytes) + " bytes)";
+    return 1;
+  }
+  const std::size_t len = strnlen(name, kMaxObjectPathBytes + 1);
+  if (len > kMaxObjectPathBytes) {
+    w.error = "an object path over " + std::to_string(kMaxObjectPathBytes) + " bytes";
+    return 1;
+  }
   if (info->type == H5O_TYPE_DATASET) {
-    const std::string n = name;
+    const std::string_view n(name, len);
     const auto slash = n.rfind('/');
-    static_cast<std::set<std::string>*>(data)->insert(slash == std::string::npos ? "" : n.substr(0, slash));
+    w.names.emplace(slash == std::string_view::npos ? std::string_view() : n.substr(0, slash));
   }
   return 0;
 }
@@ -48,6 +68,20 @@ Hid open_file(const std::string& path, unsigned flags) {
   quiet();
   Hid f(H5Fopen(path.c_str(), flags, H5P_DEFAULT), H5Fclose);
   if (!f.ok()) io_error("cannot open HDF5 file (missing, not HDF5, or damaged)", path);
+  return f;
+}
+
+Hid open_image(const void* data, std::size_t size, const std::string& name) {
+  quiet();
+  // (An empty image would make the core driver open `name` on the disk instead.)
+  if (data == nullptr || size == 0) io_error("cannot open HDF5 file image (empty)", name);
+  Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.ok()) io_error("cannot create a file access property list", name);
+  // Growth increment 64 KiB (unused: read-only), no backing store: the image stays in memory.
+  check(H5Pset_fapl_core(fapl.get(), std::size_t{1} << 16, 0), "cannot select HDF5's in-memory driver", name);
+  check(H5Pset_file_image(fapl.get(), const_cast<void*>(data), size), "cannot hand the file image to HDF5", name);
+  Hid f(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  if (!f.ok()) io_error("cannot open HDF5 file image (not HDF5, or damaged)", name);
   return f;
 }
 
@@ -77,10 +111,15 @@ void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_typ
 }
 
 std::vector<std::string> dataset_parents(hid_t file, const std::string& path) {
-  std::set<std::string> names;
-  check(H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, &names, H5O_INFO_BASIC), "cannot list", path);
-  names.erase("");  // datasets at the root belong to no image
-  return {names.begin(), names.end()};
+  hsize_t bytes = 0;
+  check(H5Fget_filesize(file, &bytes), "cannot read the size of", path);
+  Walk w;
+  w.max_visits = bytes / kMinLinkBytes + 1;  // + the root group
+  const herr_t r = H5Ovisit2(file, H5_INDEX_NAME, H5_ITER_NATIVE, visit_cb, &w, H5O_INFO_BASIC);
+  if (!w.error.empty()) throw Error(ErrorKind::InvalidArgument, path + ": " + w.error);
+  check(r, "cannot list", path);
+  w.names.erase("");  // datasets at the root belong to no image
+  return {w.names.begin(), w.names.end()};
 }
 
 std::string write_part_file(const std::string& dir, std::size_t seq,

@@ -13,7 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "superpoint_rt/match.hpp"
+
 namespace superpoint_rt::util::h5 {
+
+/// The longest object path listed (dataset_parents): a pair's group (two image names of at most kMaxPairNameBytes
+/// and the '/' between them, hloc's names_to_pair) and a dataset name. Checked as HDF5 walks the file, so that a file
+/// of nested groups cannot make the walk build paths quadratic in its size.
+inline constexpr std::size_t kMaxObjectPathBytes = 2 * kMaxPairNameBytes + 256;
+/// Every object the walk visits is reached through a link stored in the file, and a stored link takes at least this
+/// many bytes (a compact link message: version, flags, name length, a 1-byte name and an 8-byte address; a v1 group's
+/// symbol table entry takes 40): so a file of B bytes has at most B / kMinLinkBytes objects to visit. A file whose
+/// walk visits more is damaged (a group linked many times with a false reference count, which HDF5 then visits once
+/// per path: exponentially many from a few bytes).
+inline constexpr std::uint64_t kMinLinkBytes = 8;
 
 /// Owns one HDF5 identifier; `close` is the matching H5?close.
 class Hid {
@@ -53,6 +66,10 @@ void check(herr_t r, const std::string& what, const std::string& path);
 /// Error(Io) naming the path.
 Hid open_file(const std::string& path, unsigned flags);
 Hid create_file(const std::string& path);
+/// Opens a file image held in memory, read-only (HDF5's core driver with the bytes as its file image: HDF5 copies
+/// them, nothing touches the disk), with HDF5's error printing off; `name` names it in messages (and must differ
+/// between images open at once: HDF5 treats two core files of one name as one file). Throws Error(Io) naming it.
+Hid open_image(const void* data, std::size_t size, const std::string& name);
 
 /// h5py's float16: IEEE binary16 as an HDF5 float type (HDF5 1.10 has no predefined one). The caller closes it.
 hid_t make_f16_type();
@@ -63,7 +80,9 @@ void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_typ
                    const void* data, const std::string& where);
 
 /// hloc's list_h5_names: the parent group of every dataset, without the leading '/', sorted (datasets at the root
-/// belong to no name and are left out).
+/// belong to no name and are left out). Throws Error(InvalidArgument) naming the path and the limit for an object
+/// path over kMaxObjectPathBytes or more objects than the file's size allows (kMinLinkBytes), Error(Io) when HDF5
+/// cannot walk the file.
 std::vector<std::string> dataset_parents(hid_t file, const std::string& path);
 
 /// Writes a new part file <dir>/part-<microseconds>-<pid>-<seq>.h5 atomically: creates `dir` when missing, creates

@@ -189,14 +189,15 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
   std::atomic<bool> give_up{false};
   std::atomic<std::size_t> computed{0};
   std::size_t computed_cols = 0;
-  // Rows [r0, r0 + m) of the matrix into c (row stride ld): screened, or exact.
-  auto screen_block = [&](std::size_t r0, std::size_t m, float* c) {
+  // Rows [r0, r0 + m) x columns [j0, j0 + n) of the matrix into c (row stride ld): screened, or exact.
+  auto screen_block = [&](std::size_t r0, std::size_t m, std::size_t j0, std::size_t n, float* c) {
     if (exact)
-      exact_block(k, A + r0 * dim, m, B, n1, dim, c, ld);
+      exact_block(k, A + r0 * dim, m, B + j0 * dim, n, dim, c, ld);
     else if (bf16)
-      similarity_block_bf16(bf16_[0].data() + r0 * dim, m, bf16_[1].data(), n1, static_cast<int>(dim), c, ld);
+      similarity_block_bf16(bf16_[0].data() + r0 * dim, m, bf16_[1].data() + j0 * dim, n, static_cast<int>(dim), c, ld);
     else
-      similarity_block({A, n0, static_cast<int>(dim), false}, r0, m, {B, n1, static_cast<int>(dim), false}, c, ld);
+      similarity_block({A, n0, static_cast<int>(dim), false}, r0, m, {B + j0 * dim, n, static_cast<int>(dim), false}, c,
+                       ld);
   };
   // Exceptions must not leave the OpenMP region, and every thread must reach the worksharing loops' barriers: a
   // failure is recorded and the remaining work is skipped.
@@ -255,21 +256,26 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
         } else {
           margin = static_cast<float>(2 * e);
           if (static_cast<double>(margin) < 2 * e) margin = std::nextafter(margin, std::numeric_limits<float>::max());
-          // The columns' floor: their screened second best over the first rows alone, a lower bound of the final
-          // one from the start (each thread's running state starts from nothing and would let every early row in).
-          // (c is this thread's block buffer, allocated unless `failed`.)
-          try {
-            if (!failed) {
-              const std::size_t m = std::min(kFloorRows, mb);
-              screen_block(0, m, c);
-              floor_rows_.resize(m);
-              floor_.resize(n1);
-              reset_top2(floor_.arrays(), n1);
-              k.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), 0, floor_rows_.arrays(), floor_.arrays());
-            }
-          } catch (...) {
-            record();
-          }
+          floor_.resize(n1);
+          reset_top2(floor_.arrays(), n1);
+        }
+      }
+      // The columns' floor: their screened second best over the first kFloorRows rows alone, a lower bound of the
+      // final one from the start (each thread's running state starts from nothing and would let every early row in).
+      // The threads take a share of the columns each. (c is this thread's block buffer, allocated unless `failed`.)
+      const std::size_t fm = std::min(kFloorRows, mb);
+#pragma omp for schedule(static)
+      for (int part = 0; part < team; ++part) {
+        const std::size_t j0 = n1 * static_cast<std::size_t>(part) / static_cast<std::size_t>(team);
+        const std::size_t j1 = n1 * static_cast<std::size_t>(part + 1) / static_cast<std::size_t>(team);
+        if (failed || give_up || j1 == j0) continue;
+        try {
+          screen_block(0, fm, j0, j1 - j0, c);
+          w.floor_rows.resize(fm);
+          k.scan(c, ld, static_cast<int>(fm), static_cast<int>(j1 - j0), 0, w.floor_rows.arrays(),
+                 {floor_.best.data() + j0, floor_.second.data() + j0, floor_.index.data() + j0});
+        } catch (...) {
+          record();
         }
       }
     }
@@ -278,7 +284,7 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
       if (failed || give_up) continue;
       try {
         const std::size_t r0 = blk * mb, m = std::min(mb, n0 - r0);
-        screen_block(r0, m, c);
+        screen_block(r0, m, 0, n1, c);
         const Top2Arrays out{rows.best.data() + r0, rows.second.data() + r0, rows.index.data() + r0};
         if (exact) {
           k.scan(c, ld, static_cast<int>(m), static_cast<int>(n1), static_cast<std::int32_t>(r0), out, w.cols.arrays());

@@ -99,6 +99,7 @@ class Matcher {
     std::vector<Candidate> kept;           // column candidates of this thread's blocks
     std::vector<std::int32_t> hits;        // one row's collected columns
     std::vector<float> resid;              // one row's bfloat16 residual
+    Top2 floor_rows;                       // the floor rows' top-2 over this thread's share of the columns (unused)
     double norm2[2] = {}, resid2[2] = {};  // this thread's largest squared norms of a and b rows
   };
   // One screened (or exact) pass; false when the screen had to be given up.
@@ -107,7 +108,7 @@ class Matcher {
   int threads_;
   std::vector<Workspace> work_;
   Top2 rows_, cols_;
-  Top2 floor_, floor_rows_;  // the columns' screened top-2 over the first kFloorRows rows, and those rows'
+  Top2 floor_;  // the columns' screened top-2 over the first kFloorRows rows
   ScreenStats stats_;
   // The current pair: point-major float32 rows (copies only for dim-major views) and their bfloat16 roundings.
   std::vector<float> copy_[2];

@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   opt.threads = threads;
   for (int r = 0; r < rounds + 1; ++r) {
     time("gemm", [&] { md::similarity_matrix(va, vb, c.data(), threads); });
-    time("blocks", [&] {
+    // The matcher's row blocks (without its scan), one GEMM call per block, the blocks dealt to the threads.
+    auto blocks_of = [&](auto&& block) {
       const std::size_t mb = std::min(md::block_rows(n1), n0);
       const std::size_t blocks = (n0 + mb - 1) / mb;
       std::vector<std::vector<float>> buf(static_cast<std::size_t>(threads), std::vector<float>(mb * n1));
@@ -76,23 +77,17 @@ int main(int argc, char** argv) {
         omp_set_num_threads(1);
 #pragma omp for schedule(dynamic, 1)
         for (std::size_t k = 0; k < blocks; ++k)
-          md::similarity_block(va, k * mb, std::min(mb, n0 - k * mb), vb,
-                               buf[static_cast<std::size_t>(omp_get_thread_num())].data(), n1);
+          block(k * mb, std::min(mb, n0 - k * mb), buf[static_cast<std::size_t>(omp_get_thread_num())].data());
       }
+    };
+    time("blocks", [&] {
+      blocks_of([&](std::size_t r0, std::size_t m, float* out) { md::similarity_block(va, r0, m, vb, out, n1); });
     });
     if (md::bf16_similarity_available())
       time("blocks:bf16", [&] {
-        const std::size_t mb = std::min(md::block_rows(n1), n0);
-        const std::size_t blocks = (n0 + mb - 1) / mb;
-        std::vector<std::vector<float>> buf(static_cast<std::size_t>(threads), std::vector<float>(mb * n1));
-#pragma omp parallel num_threads(threads)
-        {
-          omp_set_num_threads(1);
-#pragma omp for schedule(dynamic, 1)
-          for (std::size_t k = 0; k < blocks; ++k)
-            md::similarity_block_bf16(a16.data() + k * mb * dim, std::min(mb, n0 - k * mb), b16.data(), n1, dim,
-                                      buf[static_cast<std::size_t>(omp_get_thread_num())].data(), n1);
-        }
+        blocks_of([&](std::size_t r0, std::size_t m, float* out) {
+          md::similarity_block_bf16(a16.data() + r0 * dim, m, b16.data(), n1, dim, out, n1);
+        });
       });
     for (const auto* k : md::available_scans())
       time(std::string("scan:") + superpoint_rt::util::to_string(k->isa), [&] {

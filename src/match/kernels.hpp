@@ -64,6 +64,18 @@ const ScanKernels& best_scan();
 /// Every table this CPU can run (after the SUPERPOINT_RT_ISA cap), scalar first; for tests and benchmarks.
 std::vector<const ScanKernels*> available_scans();
 
+/// Adds value v at index i to a running top-2 (best b1 at i1, second b2): strictly greater to replace the best (an
+/// earlier index keeps a tie), b2 the second of the multiset; NaN is never taken. The rule of every table above.
+inline void push_top2(float& b1, float& b2, std::int32_t& i1, float v, std::int32_t i) noexcept {
+  if (v > b1) {
+    b2 = b1;
+    b1 = v;
+    i1 = i;
+  } else if (v > b2) {
+    b2 = v;
+  }
+}
+
 /// Fills n entries with the empty state (-inf, -inf, 0).
 void reset_top2(Top2Arrays t, std::size_t n) noexcept;
 

@@ -69,18 +69,6 @@ int default_threads() {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Adds value v at index i to a running top-2: strictly greater to replace the best (an earlier index keeps a tie),
-// the second of the multiset; NaN is never taken. The scan kernels' rule (kernels.hpp).
-inline void push(float& b1, float& b2, std::int32_t& i1, float v, std::int32_t i) {
-  if (v > b1) {
-    b2 = b1;
-    b1 = v;
-    i1 = i;
-  } else if (v > b2) {
-    b2 = v;
-  }
-}
-
 // The view's rows as point-major float32: the data itself, or a transposed copy of a dim-major view.
 const float* point_major(const DescriptorsView& v, std::vector<float>& copy) {
   if (!v.dim_major) return v.data;
@@ -317,7 +305,7 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
               if (screened >= row_min) {
                 cand.exact = k.dot(x, B + ju * dim, static_cast<int>(dim));
                 cand.computed = true;
-                push(b1, b2, i1, cand.exact, j);
+                push_top2(b1, b2, i1, cand.exact, j);
                 ++done;
               }
               if (screened >= std::max(w.cols.second[ju], floor_.second[ju]) - margin) w.kept.push_back(cand);
@@ -364,7 +352,7 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
         cand.exact = k.dot(A + static_cast<std::size_t>(cand.i) * dim, B + j * dim, static_cast<int>(dim));
         ++computed_cols;
       }
-      push(w.cols.best[j], w.cols.second[j], w.cols.index[j], cand.exact, cand.i);
+      push_top2(w.cols.best[j], w.cols.second[j], w.cols.index[j], cand.exact, cand.i);
     }
   }
   merge_columns();

@@ -19,20 +19,8 @@ void scan_scalar(const float* c, std::size_t ldc, int m, int n, std::int32_t row
     const std::int32_t ri = row0 + r;
     for (int j = 0; j < n; ++j) {
       const float s = row[j];
-      if (s > b1) {
-        b2 = b1;
-        b1 = s;
-        i1 = j;
-      } else if (s > b2) {
-        b2 = s;
-      }
-      if (s > cols.best[j]) {
-        cols.second[j] = cols.best[j];
-        cols.best[j] = s;
-        cols.index[j] = ri;
-      } else if (s > cols.second[j]) {
-        cols.second[j] = s;
-      }
+      push_top2(b1, b2, i1, s, j);
+      push_top2(cols.best[j], cols.second[j], cols.index[j], s, ri);
     }
     rows.best[r] = b1;
     rows.second[r] = b2;

@@ -271,7 +271,7 @@ def calibration_planes(shared: str, calibration: list[str]) -> np.ndarray:
     import quant_sim as S
 
     lut = (np.arange(256, dtype=np.float64) * (1 / 255)).astype(np.float32)
-    return np.stack([lut[S.synthetic_image(640, 480, seed)[:, :, 0]] for seed in (1, 2, 3)])
+    return np.stack([lut[S.synthetic_image(640, 480, seed)[:, :, 0]] for seed in S.SYNTHETIC_SEEDS])
 
 
 def ov_worker_main(a) -> int:

@@ -17,8 +17,8 @@ commutes with these roundings. The last 1x1 convolutions (score_b, descriptor_b)
 The product's two plans (src/backend/onednn/onednn_backend.cpp):
   bf16  conv1a f32 (its f32 output rounded to bf16 by conv1b's input), every other layer bf16;
   int8  conv1a f32 and its output quantised to u8 (conv1b's input), every other layer int8, per-tensor activation
-        scales, maxima (not percentiles) of the fp32 network's ReLU outputs over 3 synthetic 640x480 images
-        (image::synthetic_image seeds 1, 2, 3, channel 0 / 255; ported below) unless images are given.
+        scales, maxima (not percentiles) of the fp32 network's ReLU outputs over 6 synthetic 640x480 images
+        (image::synthetic_image seeds 1 to 6, channel 0 / 255; ported below) unless images are given.
 
 Plan syntax (one --simulate entry): BASE[:OPTION]... with BASE fp32 | bf16 | int8 (the product's plans above) and
 options
@@ -29,6 +29,19 @@ options
   act=folded       per input channel, folded into the weights: w'[o, c] = w[o, c] / s[c] is what gets the s8
                    per-output-channel rounding; implementable with oneDNN 2.6 (the producer's per-output-channel
                    output scales write q[c] = x[c] s[c]; the consumer's weights carry 1 / s[c])
+  act=groupG       the input channels sorted by calibrated maximum and cut into G equal groups: one u8 scale per
+                   group and s8 weight scales per (output channel, group); implementable as G convolutions of C / G
+                   input channels each summed into one output (oneDNN's sum post-op), the producer's channels
+                   permuted so that each group is contiguous
+  grouped=LAYERS   the layers act=groupG applies to (default: every int8 layer; the others per tensor)
+  damp=D           GPTQ's dampening, D times the mean of the Hessian's diagonal (default 0.01, the backend's)
+  wql=LAYERS       the layers wq applies to (default: every int8 layer; the others wq=max)
+  wq=max           s8 weights per output channel at 127 / max|w[o]| (the product)
+  wq=mse           per output channel the scale among 127 / (f max|w[o]|), f in [0.50, 1.00], that minimises the
+                   squared rounding error of w[o]
+  wq=gptq          GPTQ (Frantar et al. 2022, column by column with the rounding error of each weight spread over the
+                   not yet rounded ones through the inverse Hessian of the layer's inputs, H = X X^T over calibration
+                   patches), the per-output-channel scales of wq=max; costs nothing at run time
   calib=synthetic  the product's default (3 synthetic images)
   calib=real       six of the shared photos (quant_sensitivity.py's DEFAULT_CALIBRATION), the hf request path's
                    640x480 plane
@@ -86,7 +99,11 @@ def macs(width: int = 640, height: int = 480) -> dict:
 class Plan:
     spec: str
     precision: dict = field(default_factory=dict)  # layer -> f32 | bf16 | int8
-    act: str = "tensor"  # tensor | channel | folded
+    act: str = "tensor"  # tensor | channel | folded | group<G>
+    grouped: tuple = ()  # layers act=group<G> applies to (empty: every int8 layer)
+    wq: str = "max"  # max | mse | gptq | gptq-order
+    wq_layers: tuple = ()  # layers wq applies to (empty: every int8 layer; the others wq=max)
+    damp: float = 0.01  # GPTQ's dampening (times the mean of H's diagonal)
     calib: str = "synthetic"  # synthetic | real
     clip: str = "max"  # max | p<percentile>
 
@@ -112,6 +129,9 @@ class Plan:
         s = "; ".join(f"{p}: {' '.join(v)}" for p, v in by.items() if v)
         if self.target == "int8":
             s += f"; act={self.act}; calib={self.calib}; clip={self.clip}"
+            if self.grouped:
+                s += f"; grouped={'+'.join(self.grouped)}"
+            s += f"; wq={self.wq}"
         return s
 
 
@@ -134,9 +154,19 @@ def parse_plan(spec: str) -> Plan:
         if not eq:
             raise ValueError(f"plan {spec!r}: option {opt!r} is not KEY=VALUE")
         if key == "act":
-            if val not in ("tensor", "channel", "folded"):
-                raise ValueError(f"plan {spec!r}: act must be tensor, channel or folded")
+            if val not in ("tensor", "channel", "folded") and not (val.startswith("group") and val[5:].isdigit()):
+                raise ValueError(f"plan {spec!r}: act must be tensor, channel, folded or groupG")
             plan.act = val
+        elif key == "wq":
+            if val not in ("max", "mse", "gptq", "gptq-order"):
+                raise ValueError(f"plan {spec!r}: wq must be max, mse, gptq or gptq-order")
+            plan.wq = val
+        elif key == "damp":
+            plan.damp = float(val)
+        elif key == "wql":
+            plan.wq_layers = tuple(n for g in val.split("+") for n in GROUPS.get(g, [g]))
+        elif key == "grouped":
+            plan.grouped = tuple(n for g in val.split("+") for n in GROUPS.get(g, [g]))
         elif key == "calib":
             if val not in ("synthetic", "real"):
                 raise ValueError(f"plan {spec!r}: calib must be synthetic or real")
@@ -186,6 +216,53 @@ def s8_weights(w, col_scale=None):
     ws = torch.where(m > 0, 127.0 / m.clamp_min(1e-30), torch.ones_like(m))
     q = torch.clamp(torch.round(w * ws.view(-1, 1, 1, 1)), -127, 127)
     return q, ws
+
+
+def s8_weights_mse(w):
+    """wq=mse: per output channel, the clipped scale 127 / (f max|w[o]|) with the least squared rounding error."""
+    import torch
+
+    flat = w.reshape(w.shape[0], -1)
+    m = flat.abs().max(1).values.clamp_min(1e-30)
+    best_err = torch.full_like(m, float("inf"))
+    best_ws = 127.0 / m
+    for f in np.arange(0.50, 1.0001, 0.01):
+        ws = 127.0 / (m * float(f))
+        q = torch.clamp(torch.round(flat * ws.view(-1, 1)), -127, 127)
+        err = ((q / ws.view(-1, 1) - flat) ** 2).sum(1)
+        better = err < best_err
+        best_err = torch.where(better, err, best_err)
+        best_ws = torch.where(better, ws, best_ws)
+    q = torch.clamp(torch.round(w * best_ws.view(-1, 1, 1, 1)), -127, 127)
+    return q, best_ws
+
+
+def s8_weights_gptq(w, hessian, damp: float = 0.01, act_order: bool = False):
+    """wq=gptq: s8 codes per output channel (scales of s8_weights) chosen column by column, each column's rounding
+    error compensated on the later columns through the Cholesky factor of the inverse Hessian (GPTQ's algorithm,
+    written from the paper: arXiv 2210.17323, Algorithm 1, without its lazy batching)."""
+    import torch
+
+    _, ws = s8_weights(w)
+    W = w.reshape(w.shape[0], -1).double().clone()
+    H = hessian.double().clone()
+    dead = torch.diag(H) == 0
+    H[dead, dead] = 1
+    W[:, dead] = 0
+    H += damp * torch.mean(torch.diag(H)) * torch.eye(H.shape[0], dtype=H.dtype)
+    perm = torch.argsort(torch.diag(H), descending=True) if act_order else torch.arange(H.shape[0])
+    W, H = W[:, perm], H[perm][:, perm]
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
+    s = ws.double()
+    Q = torch.empty_like(W)
+    for i in range(W.shape[1]):
+        col = W[:, i]
+        q = torch.clamp(torch.round(col * s), -127, 127)
+        Q[:, i] = q
+        err = (col - q / s) / Hinv[i, i]
+        W[:, i + 1:] -= err.view(-1, 1) * Hinv[i, i + 1:].view(1, -1)
+    Q = Q[:, torch.argsort(perm)]
+    return Q.reshape(w.shape).float(), ws
 
 
 def u8_codes(x, scale):
@@ -255,9 +332,13 @@ def synthetic_image(width: int, height: int, seed: int) -> np.ndarray:
     return im
 
 
+# backend::kDefaultCalibrationPlanes: seeds 1 to 6.
+SYNTHETIC_SEEDS = (1, 2, 3, 4, 5, 6)
+
+
 def synthetic_planes() -> list:
     """The product's default int8 calibration planes: channel 0 of synthetic_image(640, 480, 1..3) / 255."""
-    return [synthetic_image(640, 480, s)[:, :, 0].astype(np.float32) / np.float32(255) for s in (1, 2, 3)]
+    return [synthetic_image(640, 480, s)[:, :, 0].astype(np.float32) / np.float32(255) for s in SYNTHETIC_SEEDS]
 
 
 def real_planes(shared: str) -> list:
@@ -309,6 +390,43 @@ def calibrate(weights: Weights, planes: list, clip: str = "max") -> dict:
     return {"tensor": t_max, "channel": c_max}
 
 
+def hessian_stride(h: int, w: int, planes: int, k: int) -> int:
+    """The backend's rule (onednn_backend.cpp hessian_stride): the largest of 4, 2 that gives at least 10 K patches
+    over the planes, else 1."""
+    for s in (4, 2):
+        if planes * (-(-h // s)) * (-(-w // s)) >= 10 * k:
+            return s
+    return 1
+
+
+def layer_hessians(weights: Weights, planes: list, stride: int | None = None) -> dict:
+    """Per layer, H = X X^T over the fp32 network's input patches of that layer (every s-th row and column of each
+    calibration plane's frame, s by hessian_stride unless stride is given), the K x K matrix (K = in channels x
+    kernel taps, PyTorch's unfold order) GPTQ needs."""
+    import torch
+    import torch.nn.functional as F
+
+    fp32 = SimNet(weights, parse_plan("fp32"), None)
+    hs = {}
+    plain = fp32.conv
+
+    def conv(name, x):
+        k = weights.p[name][0].shape[-1]
+        cols = F.unfold(x, k, padding=k // 2)[0]  # (K, positions), row-major positions
+        w = x.shape[-1]
+        s = stride or hessian_stride(x.shape[-2], w, len(planes), cols.shape[0])
+        idx = torch.arange(cols.shape[1])
+        c = cols[:, idx[((idx // w) % s == 0) & ((idx % w) % s == 0)]].double()
+        hs[name] = hs.get(name, 0) + c @ c.T
+        return plain(name, x)
+
+    fp32.conv = conv
+    with torch.no_grad():
+        for p in planes:
+            fp32.forward(torch.from_numpy(np.ascontiguousarray(p, np.float32))[None, None])
+    return hs
+
+
 class SimNet:
     """forward(x) -> (logits, normalised dense descriptors) under a plan; .encoder / .keypoint_decoder /
     .descriptor_decoder mirror the reference's SuperPointDense so that SuperPointReference.run_pixel can use it."""
@@ -323,12 +441,34 @@ class SimNet:
         self.descriptor_decoder = self._descriptors
 
     # -- one layer ------------------------------------------------------------------------------------------------
+    def groups_of(self, name):
+        """act=groupG: the producer's channels sorted by calibrated maximum (largest first), cut into G equal groups
+        (lists of channel indices); None when layer name is quantised per tensor."""
+        act = self.plan.act
+        if not act.startswith("group") or (self.plan.grouped and name not in self.plan.grouped):
+            return None
+        g = int(act[5:])
+        c = self.cal["channel"][PRODUCER[name]]
+        if c.numel() % g:
+            raise ValueError(f"{name}: {c.numel()} input channels do not split into {g} groups")
+        order = sorted(range(c.numel()), key=lambda i: -float(c[i]))
+        n = c.numel() // g
+        return [order[k * n:(k + 1) * n] for k in range(g)]
+
     def in_scale(self, name):
         """The u8 scale(s) of layer name's input (int8 layers)."""
         import torch
 
         prod = PRODUCER[name]
-        if self.plan.act == "tensor":
+        groups = self.groups_of(name)
+        if groups is not None:
+            cm = self.cal["channel"][prod]
+            s = torch.empty_like(cm)
+            for grp in groups:
+                m = float(cm[grp].max())
+                s[grp] = 255.0 / m if m > 0 else 1.0
+            return s
+        if self.plan.act in ("tensor",) or self.plan.act.startswith("group"):
             m = self.cal["tensor"][prod]
             return 255.0 / m if m > 0 else 1.0
         # A channel's maximum is floored at one per-tensor step (tensor maximum / 255): a channel that is (almost)
@@ -339,6 +479,8 @@ class SimNet:
 
     def layer_weights(self, name):
         """(weights the convolution uses, in f32, and the per-channel input scale for int8 or None)."""
+        import torch
+
         if name in self._wcache:
             return self._wcache[name]
         w, _ = self.w.p[name]
@@ -348,9 +490,26 @@ class SimNet:
             w = bf16_round(w)
         elif prec == "int8":
             s = self.in_scale(name)
-            if self.plan.act == "folded" and hasattr(s, "view"):
+            groups = self.groups_of(name)
+            if groups is not None:
+                wq = torch.empty_like(w)
+                for grp in groups:
+                    q, ws = s8_weights(w[:, grp])
+                    wq[:, grp] = q / ws.view(-1, 1, 1, 1)
+                w = wq
+            elif self.plan.act == "folded" and hasattr(s, "view"):
                 q, ws = s8_weights(w, s)
                 w = q / ws.view(-1, 1, 1, 1) * s.view(1, -1, 1, 1)
+            elif self.plan.wq_layers and name not in self.plan.wq_layers:
+                q, ws = s8_weights(w)
+                w = q / ws.view(-1, 1, 1, 1)
+            elif self.plan.wq == "mse":
+                q, ws = s8_weights_mse(w)
+                w = q / ws.view(-1, 1, 1, 1)
+            elif self.plan.wq.startswith("gptq"):
+                q, ws = s8_weights_gptq(w, self.cal["hessian"][name], damp=self.plan.damp,
+                                        act_order=self.plan.wq == "gptq-order")
+                w = q / ws.view(-1, 1, 1, 1)
             else:
                 q, ws = s8_weights(w)
                 w = q / ws.view(-1, 1, 1, 1)
@@ -417,7 +576,10 @@ class Simulator:
         key = (plan.calib, plan.clip)
         if key not in self._cal:
             self._cal[key] = calibrate(self.weights, self.planes(plan.calib), plan.clip)
-        return self._cal[key]
+        cal = self._cal[key]
+        if plan.wq.startswith("gptq") and "hessian" not in cal:
+            cal["hessian"] = layer_hessians(self.weights, self.planes(plan.calib))
+        return cal
 
     def net(self, plan: Plan) -> SimNet:
         return SimNet(self.weights, plan, self.calibration(plan))

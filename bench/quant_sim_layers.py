@@ -38,8 +38,9 @@ def main(argv=None) -> int:
                                                        os.path.join(os.path.dirname(quality.ROOT), "shared")))
     ap.add_argument("--images", type=int, default=12)
     ap.add_argument("--calib", default="real", choices=["synthetic", "real"])
-    ap.add_argument("--act", default="tensor", choices=["tensor", "channel", "folded"])
+    ap.add_argument("--act", default="tensor", help="tensor, channel, folded or groupG (bench/quant_sim.py)")
     ap.add_argument("--plans", help="comma-separated plans instead of the default rows")
+    ap.add_argument("--only", help="comma-separated substrings: only the images whose names contain one")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json")
     a = ap.parse_args(argv)
@@ -51,7 +52,10 @@ def main(argv=None) -> int:
     import reference as R
 
     folder = os.path.join(a.shared, "images")
-    names = sorted(f for f in os.listdir(folder) if f.lower().endswith(quality.IMAGE_EXTS))[:a.images]
+    names = sorted(f for f in os.listdir(folder) if f.lower().endswith(quality.IMAGE_EXTS))
+    if a.only:
+        names = [n for n in names if any(o in n for o in a.only.split(","))]
+    names = names[:a.images]
     xs = [torch.from_numpy(R.RESCALE_LUT[quality.frame_of(os.path.join(folder, n))])[None, None] for n in names]
     ref = R.SuperPointReference(os.path.join(a.shared, "weights", "superpoint"), max_keypoints=-1)
     sim = S.Simulator(ref.net, a.shared)

@@ -90,7 +90,7 @@ struct Options {
   std::string precision = "fp32";
   /// precision "int8" only: the images whose fp32 activations set the int8 quantisation ranges, each decoded and
   /// resized exactly like a request with the default Params. Choose a few images like the ones the model will see.
-  /// Empty = the built-in calibration (three synthetic 640x480 pictures). Read during from_pretrained only: bytes
+  /// Empty = the built-in calibration (six synthetic 640x480 pictures). Read during from_pretrained only: bytes
   /// and pixel views must stay valid until it returns. Giving images with another precision is InvalidArgument.
   std::vector<ImageInput> calibration;
   /// Decoder limit: images with more pixels are refused before their pixels are decoded.
@@ -140,7 +140,7 @@ struct ModelInfo {
   std::string backend;                      // e.g. "onednn"
   std::string device;                       // e.g. "cpu"
   std::string precision;                    // e.g. "fp32"
-  std::string calibration;                  // int8: "built-in (3 synthetic 640x480 images)" or "N images"; else ""
+  std::string calibration;                  // int8: "built-in (6 synthetic 640x480 images)" or "N images"; else ""
   int threads = 0;                          // compute threads in use
   std::string cpu_features;                 // e.g. "avx512f avx512bw avx2 fma" (the kernels selected at run time)
   std::string cpu_units;                    // e.g. "AVX2 yes, FMA yes, AVX-512 no, VNNI no, AVX512-BF16 no, AMX no"

@@ -181,7 +181,7 @@ class SuperPoint:
                 them (the CPU backend does; their speed and fidelity are in docs/BENCHMARKS.md).
             calibration: precision="int8" only: images (paths, bytes, PIL images, arrays, tensors: anything a call
                 accepts, one image each) whose fp32 activations set the int8 ranges; pick a few like the ones the
-                model will see. None (default): the built-in calibration (three synthetic 640x480 pictures).
+                model will see. None (default): the built-in calibration (six synthetic 640x480 pictures).
             warmup_variants: None / "default", "minimal" / False, "all", "none", or a dict with keys sizes
                 ((width, height) pairs), nms_radii, decoders, num_workers, fallbacks (see docs/PYTHON.md).
             precompile_sizes: older name; replaces warmup_variants["sizes"].

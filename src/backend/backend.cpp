@@ -9,7 +9,7 @@ namespace superpoint_rt::backend {
 
 std::vector<CalibrationPlane> default_calibration_planes() {
   std::vector<CalibrationPlane> planes;
-  for (std::uint32_t seed = 1; seed <= 3; ++seed) {
+  for (std::uint32_t seed = 1; seed <= kDefaultCalibrationPlanes; ++seed) {
     const Image im = image::synthetic_image(640, 480, seed);
     CalibrationPlane p{480, 640, std::vector<float>(640 * 480)};
     const int ch = im.format == PixelFormat::RGB ? 3 : 1;

@@ -93,8 +93,10 @@ Engine::Engine(const Options& options) : options_(options) {
   info_.device = backend_->device();
   info_.precision = backend_->precision();
   if (info_.precision == "int8")
-    info_.calibration = options.calibration.empty() ? std::string("built-in (3 synthetic 640x480 images)")
-                                                    : std::to_string(options.calibration.size()) + " image(s)";
+    info_.calibration =
+        options.calibration.empty()
+            ? "built-in (" + std::to_string(backend::kDefaultCalibrationPlanes) + " synthetic 640x480 images)"
+            : std::to_string(options.calibration.size()) + " image(s)";
   info_.threads = backend_->threads();
   info_.cpu_units = util::cpu_units_string();
   info_.precisions = precisions_on_this_cpu();

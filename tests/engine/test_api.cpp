@@ -402,7 +402,7 @@ TEST(Options, Int8CalibrationImagesSetTheRanges) {
     return;
   }
   const SuperPoint builtin = SuperPoint::from_pretrained(o);
-  EXPECT_EQ(builtin.info().calibration, "built-in (3 synthetic 640x480 images)");
+  EXPECT_EQ(builtin.info().calibration, "built-in (6 synthetic 640x480 images)");
   o.calibration = calibration;
   const SuperPoint a = SuperPoint::from_pretrained(o);
   const SuperPoint b = SuperPoint::from_pretrained(o);

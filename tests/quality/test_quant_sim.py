@@ -227,7 +227,11 @@ def test_synthetic_images_match_the_cpp_generator():
     """sha256 of src/image/synthetic.cpp's synthetic_image(640, 480, seed) RGB bytes (compiled and dumped once)."""
     want = {1: "9f1f28fed86256f11661881cc62dbb16ae0fce6e5debbcfd00d721e58cd1d35e",
             2: "8dd5f515ece4a9b524a67c542662e9eaa36c4f6d5f49a904dd8255b750750702",
-            3: "76632d3bbb5094bd68520211fb9b9c144494744434c517781ff7993385ad120c"}
+            3: "76632d3bbb5094bd68520211fb9b9c144494744434c517781ff7993385ad120c",
+            4: "4f5d30523ecc40c6e43bbeba3e6deb08eb694c447c3e346f5229468c43dbf8d0",
+            5: "25fc989f86441d7aafa88f867141789b711466685bac00a7b245938b7ed5c92d",
+            6: "0e24205f3bd7c3d1b9e83ed20cdb269aaecf67cbd3020a5c92bce04fc559d448"}
+    assert set(want) == set(S.SYNTHETIC_SEEDS)
     for seed, h in want.items():
         assert hashlib.sha256(S.synthetic_image(640, 480, seed).tobytes()).hexdigest() == h, seed
 

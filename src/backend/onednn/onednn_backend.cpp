@@ -13,11 +13,14 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
+#include "backend/onednn/calibration.hpp"
 #include "backend/onednn/conv1a_u8.hpp"
+#include "backend/onednn/gptq.hpp"
 #include "backend/onednn/stripes.hpp"
 #include "backend/workspace.hpp"
 #include "superpoint_rt/errors.hpp"
@@ -152,22 +155,12 @@ struct Step {
 // "score_a", "descriptor_a"): int8 calibration's result.
 using LayerMax = std::map<std::string, float>;
 
-// numpy.percentile(v, q) (linear interpolation between the closest ranks) of n values; q = 100 is the maximum.
-// Calibrating int8 at the 99.99th percentile instead of the maximum lets the few largest activations saturate and
-// gives every other value finer steps: keypoint F1 against fp32 0.956 / 0.915 against 0.948 / 0.872 in the float
-// simulation (bench/quant_sim.py, docs/BENCHMARKS.md), confirmed on the real plan (bench/quality.py).
-float percentile(const float* v, std::size_t n, double q) {
-  if (n == 0) return 0;
-  if (q >= 100) return *std::max_element(v, v + n);
-  std::vector<float> c(v, v + n);
-  const double pos = q / 100.0 * static_cast<double>(n - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  std::nth_element(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(lo), c.end());
-  const float a = c[lo];
-  if (lo + 1 >= n) return a;
-  const float b = *std::min_element(c.begin() + static_cast<std::ptrdiff_t>(lo) + 1, c.end());
-  return static_cast<float>(a + (b - a) * (pos - static_cast<double>(lo)));
-}
+// The int8 layers' s8 weights (codes and per-output-channel scales) by layer label: int8 calibration's other result
+// (GPTQ, gptq.hpp). A layer without an entry rounds to the nearest code (detail::s8_nearest).
+using Int8Weights = std::map<std::string, detail::S8Weights>;
+
+// The calibration pass's view of each recorded layer output (label, the f32 memory in the plan's layout).
+using OutputTap = std::function<void(const char* label, const memory& out)>;
 
 // The activation layouts whose row ranges the striped block addresses: `block` channels per piece, each piece
 // rows x width x block values contiguous (nChw16c / nChw8c: 16 / 8; nhwc: every channel, one piece; nchw: 1).
@@ -281,11 +274,13 @@ class OneDnnExecutor final : public Executor {
  public:
   // `plan`: each layer's type. `act_max` (plans with an Int8 layer, else nullptr): the calibration. `record`
   // (fp32 only, else nullptr): run() raises each layer's entry to the `clip` percentile of its output (the
-  // calibration pass, 100 = the maximum; such a plan is unstriped).
+  // calibration pass, 100 = the maximum; such a plan is unstriped) and hands the output to `tap` when given.
+  // `int8_weights`: the int8 layers' codes (else nearest rounding).
   OneDnnExecutor(const model::Weights& w, const PlanOptions& o, int threads, const LayerPlan& plan,
                  const dnnl::engine& eng, std::shared_ptr<Workspace> workspace,
                  std::shared_ptr<WeightCache> weight_cache, const LayerMax* act_max = nullptr,
-                 LayerMax* record = nullptr, double clip = 100);
+                 LayerMax* record = nullptr, double clip = 100, const Int8Weights* int8_weights = nullptr,
+                 OutputTap tap = nullptr);
   ~OneDnnExecutor() override;
 
   int height() const override { return h_; }
@@ -372,6 +367,12 @@ class OneDnnExecutor final : public Executor {
   float out_scale(const char* label) const {
     return act_max_ && act_max_->at(label) > 0 ? 255.f / act_max_->at(label) : 1.f;
   }
+  // The s8 weights of int8 layer `label`: the calibration's (GPTQ) or, without, the nearest codes.
+  detail::S8Weights s8_weights_of(const char* label, const model::Conv& c) const {
+    if (int8_weights_)
+      if (const auto it = int8_weights_->find(label); it != int8_weights_->end()) return it->second;
+    return detail::s8_nearest(c.weight, c.out_channels);
+  }
   LayerType type_of(const std::string& label) const {
     const auto it = plan_.find(label);
     return it == plan_.end() ? LayerType::F32 : it->second;
@@ -422,6 +423,8 @@ class OneDnnExecutor final : public Executor {
   tag block_tag_ = tag::nChw8c;
   const LayerMax* act_max_ = nullptr;
   LayerMax* record_ = nullptr;
+  const Int8Weights* int8_weights_ = nullptr;
+  OutputTap tap_;
   std::map<dnnl_memory_t, float> scale_;            // int8 activation scales by memory (see scale_of)
   std::vector<float> conv1a_weight_, conv1a_bias_;  // int8 conv1a_u8 (copies: the executor may outlive the Weights)
   detail::Conv1aU8 conv1a_;
@@ -455,7 +458,7 @@ class OneDnnExecutor final : public Executor {
 OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, int threads, const LayerPlan& plan,
                                const dnnl::engine& eng, std::shared_ptr<Workspace> workspace,
                                std::shared_ptr<WeightCache> weight_cache, const LayerMax* act_max, LayerMax* record,
-                               double clip)
+                               double clip, const Int8Weights* int8_weights, OutputTap tap)
     : h_(o.height),
       w_(o.width),
       hc_(o.height / 8),
@@ -467,7 +470,9 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
       plan_(plan),
       clip_(clip),
       act_max_(act_max),
-      record_(record) {
+      record_(record),
+      int8_weights_(int8_weights),
+      tap_(std::move(tap)) {
   if (h_ < 8 || w_ < 8 || h_ > 16384 || w_ > 16384) {
     throw Error(ErrorKind::InvalidArgument, "network frame " + std::to_string(w_) + "x" + std::to_string(h_) +
                                                 " (width x height) out of range: each side must be in [8, 16384]");
@@ -903,14 +908,8 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
     if (!(s_in > 0)) throw Error(ErrorKind::Internal, std::string("int8: no input scale for ") + label);
     if (out_dt == dt::u8) k.s_out = out_scale(label);
     std::vector<float> oscale;
-    const std::size_t per_out = c.weight.size() / static_cast<std::size_t>(c.out_channels);
-    for (int o = 0; o < c.out_channels; ++o) {
-      float m = 0;
-      for (std::size_t i = 0; i < per_out; ++i)
-        m = std::max(m, std::fabs(c.weight[static_cast<std::size_t>(o) * per_out + i]));
-      k.ws.push_back(m > 0 ? 127.f / m : 1.f);
-      oscale.push_back(k.s_out / (s_in * k.ws.back()));
-    }
+    k.ws = s8_weights_of(label, c).scales;
+    for (int o = 0; o < c.out_channels; ++o) oscale.push_back(k.s_out / (s_in * k.ws[static_cast<std::size_t>(o)]));
     attr.set_output_scales(1 << 1, oscale);
   }
   // oneDNN 2.6 has Winograd kernels for f32 only: bf16 and int8 layers are direct unless SUPERPOINT_RT_CONV_ALGO
@@ -1020,8 +1019,17 @@ void OneDnnExecutor::realise(ConvKind& k, const model::Conv& c) {
   // Weights: OIHW user memory -> the primitive's preferred layout, once per layout among the backend's plans.
   k.weights = weight_cache_->get(k.label, k.pd.weights_desc(), k.s_in, [&] {
     const bool int8 = !k.ws.empty();
+    // int8: the codes as f32 values code / ws[o], which the reorder's scales ws[o] map back to exactly those codes
+    // (code / ws * ws is within 2 ulp of the code, far from a rounding boundary).
+    std::vector<float> codes;
+    if (int8) {
+      const detail::S8Weights q = s8_weights_of(k.label.c_str(), c);
+      const std::size_t per_out = q.codes.size() / static_cast<std::size_t>(c.out_channels);
+      codes.resize(q.codes.size());
+      for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = q.codes[i] / q.scales[i / per_out];
+    }
     memory w_user(memory::desc({c.out_channels, c.in_channels, c.kernel, c.kernel}, dt::f32, tag::oihw), eng_,
-                  const_cast<float*>(c.weight.data()));
+                  int8 ? codes.data() : const_cast<float*>(c.weight.data()));
     WeightCache::Entry e{memory(k.pd.weights_desc(), eng_), memory(k.pd.bias_desc(), eng_)};
     dnnl::primitive_attr wattr;
     if (int8) wattr.set_output_scales(1 << 0, k.ws);  // f32 -> s8 per output channel
@@ -1247,7 +1255,8 @@ void OneDnnExecutor::execute(std::vector<Step>& seq, dnnl::stream& stream) {
       const float* v = static_cast<const float*>(s.out.get_data_handle());
       const std::size_t n = s.out.get_desc().get_size() / sizeof(float);  // no padding: channels are multiples of 8
       float& r = (*record_)[s.label];
-      r = std::max(r, percentile(v, n, clip_));
+      r = std::max(r, detail::percentile(v, n, clip_));
+      if (tap_) tap_(s.label, s.out);
     }
   }
 }
@@ -1275,6 +1284,38 @@ double clip_percentile(const char* env) {
   return p;
 }
 
+// The f32 activation `m` (1 x C x H x W) as a strided view, read in place: planar, channels-last or blocked by
+// channels (nChw8c / nChw16c); nullopt for any other layout (padded channels, several inner blocks).
+std::optional<detail::ActivationView> view_of(const memory& m) {
+  const dnnl_memory_desc_t& d = m.get_desc().data;
+  if (d.ndims != 4 || d.data_type != dnnl_f32 || d.format_kind != dnnl_blocked || d.padded_dims[1] != d.dims[1])
+    return std::nullopt;
+  const auto& b = d.format_desc.blocking;
+  int block = 1;
+  if (b.inner_nblks == 1 && b.inner_idxs[0] == 1)
+    block = static_cast<int>(b.inner_blks[0]);
+  else if (b.inner_nblks != 0)
+    return std::nullopt;
+  detail::ActivationView v;
+  v.data = static_cast<const float*>(m.get_data_handle()) + d.offset0;
+  v.channels = static_cast<int>(d.dims[1]);
+  v.height = static_cast<int>(d.dims[2]);
+  v.width = static_cast<int>(d.dims[3]);
+  v.block = block;
+  v.channel_block_stride = static_cast<std::size_t>(b.strides[1]);
+  v.row_stride = static_cast<std::size_t>(b.strides[2]);
+  v.column_stride = static_cast<std::size_t>(b.strides[3]);
+  return v;
+}
+
+// SUPERPOINT_RT_INT8_WEIGHTS (experiments): "gptq" (the default) or "nearest", how int8 layers round their weights.
+bool int8_weight_rounding(const char* env) {
+  if (!env || !*env || std::string(env) == "gptq") return true;
+  if (std::string(env) == "nearest") return false;
+  throw Error(ErrorKind::InvalidArgument,
+              std::string("SUPERPOINT_RT_INT8_WEIGHTS=\"") + env + "\" is not gptq or nearest");
+}
+
 class OneDnnBackend final : public Backend {
  public:
   OneDnnBackend(const model::Weights& w, const BackendOptions& o)
@@ -1292,7 +1333,11 @@ class OneDnnBackend final : public Backend {
     }
     plan_ = layer_plan(precision_, std::getenv("SUPERPOINT_RT_LAYER_PRECISION"));
     int8_ = std::any_of(plan_.begin(), plan_.end(), [](const auto& e) { return e.second == LayerType::Int8; });
-    if (int8_) calibrate(o.calibration, clip_percentile(std::getenv("SUPERPOINT_RT_INT8_CLIP")));
+    if (int8_) {
+      stream_ = dnnl::stream(eng_);
+      calibrate(o.calibration, clip_percentile(std::getenv("SUPERPOINT_RT_INT8_CLIP")),
+                int8_weight_rounding(std::getenv("SUPERPOINT_RT_INT8_WEIGHTS")));
+    }
   }
   std::string name() const override { return "onednn"; }
   std::string device() const override { return "cpu"; }
@@ -1302,15 +1347,55 @@ class OneDnnBackend final : public Backend {
   std::size_t weights_bytes() const override { return weight_cache_->bytes(); }
   std::unique_ptr<Executor> plan(const PlanOptions& options) override {
     return std::make_unique<OneDnnExecutor>(weights_, options, threads_, plan_, eng_, workspace_, weight_cache_,
-                                            int8_ ? &act_max_ : nullptr);
+                                            int8_ ? &act_max_ : nullptr, nullptr, 100,
+                                            int8_ ? &int8_weights_ : nullptr);
   }
 
  private:
   // int8: per layer, the largest over the calibration planes of the `clip` percentile of the fp32 network's
   // activations (a plain unstriped fp32 plan per plane size, run once per plane); default_calibration_planes() when
-  // none are given.
-  void calibrate(const std::vector<CalibrationPlane>& given, double clip) {
+  // none are given. With `gptq`, the same pass sums each int8 layer's input Hessian (its producer's output, pooled
+  // where the network pools, every hessian_stride()-th row and column) and the layer's s8 weights are GPTQ's
+  // (gptq.hpp), else the nearest codes.
+  void calibrate(const std::vector<CalibrationPlane>& given, double clip, bool gptq) {
     const std::vector<CalibrationPlane> planes = given.empty() ? default_calibration_planes() : given;
+    // The layers GPTQ rounds, by producer: the int8 layers the keypoints depend on (the trunk and the score head).
+    // The descriptor head keeps the nearest codes: with GPTQ there (Hessians from the synthetic calibration planes),
+    // the all-int8 plan's descriptor cosine against fp32 fell from 0.9989 to 0.9867 on bench/quality.py's 44 pairs,
+    // for no gain in keypoints.
+    std::map<std::string, std::vector<std::string>> readers;
+    for (const auto& [producer, layers] : consumers())
+      for (const std::string& l : layers)
+        if (plan_.at(l) == LayerType::Int8 && l != "descriptor_a" && l != "descriptor_b")
+          readers[producer].push_back(l);
+    std::map<std::string, std::vector<float>> hessian;  // by producer
+    std::vector<float> plain;
+    OutputTap tap;
+    if (gptq)
+      tap = [&](const char* label, const memory& out) {
+        const auto it = readers.find(label);
+        if (it == readers.end()) return;
+        const model::Conv& c = conv_of(it->second.front());
+        const memory::dims d = out.get_desc().dims();
+        std::optional<detail::ActivationView> v = view_of(out);
+        if (!v) {  // another layout: a planar copy
+          const memory::desc plain_md(d, dt::f32, tag::nchw);
+          plain.resize(plain_md.get_size() / sizeof(float));
+          memory pm(plain_md, eng_, plain.data());
+          dnnl::reorder(out, pm).execute(stream_, const_cast<memory&>(out), pm);
+          stream_.wait();
+          v = detail::ActivationView::planar(plain.data(), static_cast<int>(d[1]), static_cast<int>(d[2]),
+                                             static_cast<int>(d[3]));
+        }
+        const std::size_t k = static_cast<std::size_t>(c.in_channels) * c.kernel * c.kernel;
+        std::vector<float>& h = hessian[label];
+        h.resize(k * k, 0.f);
+        const std::string l = label;
+        const bool pool = l == "conv1b" || l == "conv2b" || l == "conv3b";
+        const int fh = static_cast<int>(pool ? d[2] / 2 : d[2]), fw = static_cast<int>(pool ? d[3] / 2 : d[3]);
+        detail::add_patch_hessian(*v, pool, c.kernel,
+                                  detail::hessian_stride(fh, fw, static_cast<int>(planes.size()), k), h);
+      };
     for (const auto& p : planes) {
       if (p.pixels.size() != static_cast<std::size_t>(p.height) * p.width || p.pixels.empty()) {
         throw Error(ErrorKind::InvalidArgument, "int8 calibration plane of " + std::to_string(p.width) + "x" +
@@ -1318,9 +1403,42 @@ class OneDnnBackend final : public Backend {
                                                     std::to_string(p.pixels.size()) + " pixels");
       }
       OneDnnExecutor ex(weights_, {p.height, p.width, 0}, threads_, default_layer_plan(Precision::Fp32), eng_,
-                        workspace_, weight_cache_, nullptr, &act_max_, clip);
+                        workspace_, weight_cache_, nullptr, &act_max_, clip, nullptr, tap);
       ex.run(p.pixels.data(), true);
     }
+    if (!gptq) return;
+    // GPTQ, one layer per task (each is sequential: the same codes at any thread count).
+    std::vector<std::pair<std::string, const std::vector<float>*>> jobs;
+    for (const auto& [producer, layers] : readers)
+      for (const std::string& l : layers) jobs.emplace_back(l, &hessian.at(producer));
+    std::vector<detail::S8Weights> done(jobs.size());
+    std::exception_ptr error;
+    std::mutex error_mu;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads_)
+    for (int i = 0; i < static_cast<int>(jobs.size()); ++i) {
+      try {
+        const model::Conv& c = conv_of(jobs[static_cast<std::size_t>(i)].first);
+        done[static_cast<std::size_t>(i)] =
+            detail::s8_gptq(c.weight, c.out_channels, *jobs[static_cast<std::size_t>(i)].second);
+      } catch (...) {  // an exception must not leave an OpenMP region
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+    omp_set_num_threads(threads_);
+    if (error) std::rethrow_exception(error);
+    for (std::size_t i = 0; i < jobs.size(); ++i) int8_weights_[jobs[i].first] = std::move(done[i]);
+  }
+
+  const model::Conv& conv_of(const std::string& label) const {
+    static const char* kTrunk[] = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
+    for (std::size_t i = 0; i < 8; ++i)
+      if (label == kTrunk[i]) return weights_.encoder[i];
+    if (label == "score_a") return weights_.score_a;
+    if (label == "score_b") return weights_.score_b;
+    if (label == "descriptor_a") return weights_.descriptor_a;
+    if (label == "descriptor_b") return weights_.descriptor_b;
+    throw Error(ErrorKind::Internal, "no layer " + label);
   }
 
   model::Weights weights_;
@@ -1331,7 +1449,9 @@ class OneDnnBackend final : public Backend {
   dnnl::engine eng_;
   std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();  // shared by every plan (workspace.hpp)
   std::shared_ptr<WeightCache> weight_cache_ = std::make_shared<WeightCache>();
-  LayerMax act_max_;  // int8 calibration (empty otherwise)
+  LayerMax act_max_;          // int8 calibration (empty otherwise)
+  Int8Weights int8_weights_;  // int8 calibration: GPTQ's codes (empty with SUPERPOINT_RT_INT8_WEIGHTS=nearest)
+  dnnl::stream stream_;       // the calibration's reorders
 };
 
 }  // namespace
@@ -1391,16 +1511,11 @@ LayerPlan default_layer_plan(Precision p) {
   // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
   // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
   //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97).
-  //   int8 all-int8 0.9524 / 0.8794; conv1b and conv2a in bf16 0.9760 / 0.9430, in f32 0.9770 / 0.9286 (asked:
-  //   0.97 / 0.90).
-  // With AVX-512, oneDNN's f32 Winograd (F(4x4, 3x3)) makes these two layers cheaper in f32 than in direct bf16 or
-  // int8 (int8 plan 0.71x the fp32 forward with them in f32, 0.83x in bf16; bench_forward --threads 2, Zen 4), and
-  // f32 rounds less. On AVX2 oneDNN has no Winograd: there they stay int8 (f32 would make int8 0.79x fp32, where
-  // issue 21 asks 1.6x faster).
+  //   int8 (asked: 0.97 / 0.90) all-int8 with every weight at its nearest code 0.9525 / 0.8679; with GPTQ's codes
+  //   (gptq.hpp) 0.9743 / 0.9020 with AVX-512 VNNI, 0.97xx / 0.9xxx capped to AVX2. conv1b and conv2a in f32, the
+  //   plan before GPTQ (0.9770 / 0.9286 then), cost 1.4x the all-int8 forward: int8 is all-int8 on every CPU.
   if (p == Precision::Bf16) {
     for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
-  } else if (util::cpu_features().avx512()) {
-    for (const char* l : {"conv1b", "conv2a"}) plan[l] = LayerType::F32;
   }
   return plan;
 }

@@ -46,14 +46,17 @@ namespace superpoint_rt::backend::onednn {
 ///   Fp32: float32 everywhere (the exact path, docs/ALGORITHM.md).
 ///   Bf16: the layers of default_layer_plan in bfloat16 (weights and activations rounded to nearest even, f32
 ///         accumulation inside oneDNN's avx512_core_bf16 / AMX kernels, f32 bias), the rest f32. Needs avx512_bf16.
-///   Int8: the int8 layers in u8 activations x s8 weights (per-output-channel scales 127 / max|w[o]|), s32
+///   Int8: the int8 layers in u8 activations x s8 weights (per-output-channel scales 127 / max|w[o]|; the codes
+///         GPTQ's for the layers the keypoints depend on, chosen with the calibration, gptq.hpp;
+///         SUPERPOINT_RT_INT8_WEIGHTS=nearest rounds every weight to its nearest code instead), s32
 ///         accumulation, f32 bias folded into the accumulator domain (without VNNI oneDNN's AVX2 / AVX-512 kernels
 ///         sum pairs of u8 x s8 products in 16 bits, which saturate only for pairs near 255 x 127: on the golden
 ///         icl_250 plane the AVX2 plan stays as close to fp32 as the VNNI one, descriptor cosine mean 0.9933 both,
 ///         while 7-bit weights, oneDNN's advice against saturation, cost 0.974); activation scales 255 / (per layer,
 ///         the largest over the calibration planes of the 99.99th percentile of the fp32 network's activation:
 ///         BackendOptions::calibration, default backend::default_calibration_planes(), run when the backend is
-///         created). Needs AVX2 + FMA (oneDNN has AVX2 u8s8 kernels; VNNI / AMX make them fast).
+///         created, about 1.5 s with GPTQ on 2 cores). Needs AVX2 + FMA (oneDNN has AVX2 u8s8 kernels; VNNI / AMX make
+///         them fast).
 enum class Precision { Fp32, Bf16, Int8 };
 const char* to_string(Precision p) noexcept;
 /// "fp32" | "bf16" | "int8". Throws InvalidArgument for any other name (naming it), for "bf16" when
@@ -73,9 +76,9 @@ using LayerPlan = std::map<std::string, LayerType>;
 /// bench` measurements (docs/BENCHMARKS.md, "Mixed plans"; the reasons beside the code):
 ///   Fp32  every layer F32.
 ///   Bf16  conv1b, conv2a, conv2b F32 (the early layers whose rounding moves keypoints most), the rest Bf16.
-///   Int8  every layer Int8 but conv1a; with AVX-512, conv1b and conv2a F32, which oneDNN's f32 Winograd makes
-///         cheaper than direct bf16 or int8 there (keypoint F1 0.977 / 0.929 against all-int8's 0.952 / 0.879, in
-///         0.71x the fp32 forward on Zen 4). AVX2 has no f32 Winograd: all-int8 (0.52x fp32).
+///   Int8  every layer Int8 but conv1a, the weights of the trunk and the score head rounded by GPTQ (gptq.hpp):
+///         keypoint F1 0.974 / 0.902 against fp32 (0.953 / 0.868 with the nearest codes), 0.5x the fp32 forward
+///         with AVX-512 VNNI on Zen 4, 0.52x capped to AVX2.
 /// SUPERPOINT_RT_LAYER_PRECISION overrides it for experiments: "conv1b=f32,score_a=bf16", applied in order ("*=int8"
 /// sets every layer; unlisted layers keep the plan; conv1a stays F32); an unknown layer or type throws
 /// InvalidArgument naming it. SUPERPOINT_RT_INT8_CLIP=max|pP does the same for the calibration percentile.

@@ -114,6 +114,45 @@ TEST(StripeGeometry, StripesCoverTheRowsInAlignedSteps) {
       }
     }
   }
+  // Shared by lanes: a multiple of the lanes, aligned, covering, each at least half the rows asked, the heights within
+  // one alignment step of each other (the last one may also hold the rows below the last aligned row).
+  for (const int h : {16, 64, 97, 480, 482, 1200})
+    for (const int rows : {8, 24, 32, 64})
+      for (const int lanes : {2, 3, 4}) {
+        const auto st = be::onednn::stripes_of(h, rows, lanes);
+        const auto plain = be::onednn::stripes_of(h, rows);
+        ASSERT_FALSE(st.empty());
+        EXPECT_EQ(st.front().y0, 0);
+        EXPECT_EQ(st.back().y1, h);
+        if (st.size() == plain.size() && plain.size() % lanes != 0) {
+          // kept as they were: too short to share
+          for (std::size_t i = 0; i < st.size(); ++i) EXPECT_EQ(st[i].y1, plain[i].y1);
+          continue;
+        }
+        if (plain.size() > 1) {
+          EXPECT_EQ(st.size() % lanes, 0u) << h << " " << rows << " " << lanes;
+        }
+        int lo = h, hi = 0;
+        for (std::size_t i = 0; i < st.size(); ++i) {
+          EXPECT_EQ(st[i].y0 % be::onednn::kStripeAlign, 0);
+          if (i + 1 < st.size()) {
+            EXPECT_EQ(st[i].y1, st[i + 1].y0);
+          }
+          const int r = st[i].y1 - st[i].y0 - (i + 1 == st.size() ? h % be::onednn::kStripeAlign : 0);
+          lo = std::min(lo, r);
+          hi = std::max(hi, r);
+          if (st.size() > 1) {
+            EXPECT_GE(2 * r, rows);
+          }
+        }
+        EXPECT_LE(hi - lo, be::onednn::kStripeAlign) << h << " " << rows << " " << lanes;
+      }
+  const auto two = be::onednn::stripes_of(480, 32, 2);
+  EXPECT_EQ(two.size(), 16u);  // 8 x 32 + 8 x 28, not 15 x 32
+  EXPECT_EQ(two[7].y1 - two[7].y0, 32);
+  EXPECT_EQ(two[8].y1 - two[8].y0, 28);
+  EXPECT_EQ(be::onednn::stripes_of(480, 64, 2).size(), 8u);  // 8 x 60, not 7 x 64 + 32
+  EXPECT_EQ(be::onednn::stripes_of(480, 64, 2)[7].y0, 420);
   EXPECT_EQ(be::onednn::stripes_of(10, 64).size(), 1u);
   EXPECT_EQ(be::onednn::stripes_of(642, 64).size(), 10u);  // 10 x 64 + 2: the row pair joins the last stripe
   EXPECT_EQ(be::onednn::stripes_of(642, 64).back().y0, 576);

@@ -669,7 +669,7 @@ std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Bl
   const model::Conv& cb = wt.encoder[1];
   // Every stripe height of the frame (the last one may differ): a lane's blocks hold the largest of each.
   std::size_t s1_bytes = 0, s2_bytes = 0, in_bytes = 0, scratch = 0, temp = 0;
-  for (const Stripe& st : stripes_of(h_ / 2 * 2, rows)) {
+  for (const Stripe& st : stripes_of(h_ / 2 * 2, rows, threads_)) {
     const int r = st.y1 - st.y0;
     const memory::desc s1({1, ca.out_channels, r + 2, w_}, t.a_out.data_type(), t.a_layout.t);
     s1_bytes = std::max(s1_bytes, s1.get_size());
@@ -697,8 +697,8 @@ std::vector<int> OneDnnExecutor::stripe_rows_to_try(const model::Weights& wt, co
   for (const int rows : kStripeRowCandidates) {
     if (rows >= h_ / 2 * 2) continue;
     try {
-      const auto lanes =
-          static_cast<std::size_t>(std::min<int>(threads_, static_cast<int>(stripes_of(h_ / 2 * 2, rows).size())));
+      const auto lanes = static_cast<std::size_t>(
+          std::min<int>(threads_, static_cast<int>(stripes_of(h_ / 2 * 2, rows, threads_).size())));
       const std::size_t bytes = lanes * stripe_lane_bytes(wt, t, rows);
       if (bytes <= budget)
         fitting.push_back(rows);
@@ -727,7 +727,7 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
   if (act_max_) scale_[p1.get()] = out_scale("conv1b");
 
   // conv1b rows [0, 2 * (h / 2)): pool1 floors an odd height, so the last row of an odd frame is never read.
-  stripes_ = stripes_of(h_ / 2 * 2, stripe_rows);
+  stripes_ = stripes_of(h_ / 2 * 2, stripe_rows, threads_);
   // The stripes run side by side, one lane (thread) each, every primitive of a stripe on its lane's thread alone:
   // a stripe is too small to split its primitives over threads (each split is a fork and a barrier, measured up to
   // 2x the CPU time of the unstriped block on a busy 2-core machine), and lanes need no barrier until the block ends.
@@ -813,8 +813,14 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
   block.keep = std::move(keep);
   block.fn = [this, p1] { run_stripes(static_cast<std::byte*>(p1.get_data_handle())); };
   trunk_.push_back(std::move(block));
-  describe("block1", "stripes(" + std::to_string(stripes_.size()) + "x" + std::to_string(stripe_rows) + " rows, " +
-                         std::to_string(lanes) + " lanes)");
+  int lo = stripes_.front().y1 - stripes_.front().y0, hi = lo;
+  for (const Stripe& s : stripes_) {
+    lo = std::min(lo, s.y1 - s.y0);
+    hi = std::max(hi, s.y1 - s.y0);
+  }
+  describe("block1", "stripes(" + std::to_string(stripes_.size()) + "x" + std::to_string(lo) +
+                         (hi > lo ? "-" + std::to_string(hi) : std::string()) + " rows, " + std::to_string(lanes) +
+                         " lanes)");
   return p1;
 }
 

@@ -5,7 +5,7 @@
 
 namespace superpoint_rt::backend::onednn {
 
-std::vector<Stripe> stripes_of(int height, int rows) {
+std::vector<Stripe> stripes_of(int height, int rows, int lanes) {
   std::vector<Stripe> out;
   for (int y = 0; y < height; y += rows) out.push_back({y, std::min(height, y + rows)});
   // A remainder of less than half a stripe joins the stripe before it: a stripe of a row pair is a shape oneDNN's
@@ -13,6 +13,20 @@ std::vector<Stripe> stripes_of(int height, int rows) {
   if (out.size() > 1 && 2 * (out.back().y1 - out.back().y0) < rows) {
     out[out.size() - 2].y1 = out.back().y1;
     out.pop_back();
+  }
+  const int count = static_cast<int>(out.size());
+  if (lanes <= 1 || count <= 1) return out;
+  const int n = (count + lanes - 1) / lanes * lanes;
+  const int units = height / kStripeAlign;
+  const int q = units / n, r = units % n;
+  // Each stripe at least half the rows asked for (the shapes the candidates were judged by stay near).
+  if (2 * q * kStripeAlign < rows) return out;
+  out.clear();
+  int y = 0;
+  for (int i = 0; i < n; ++i) {
+    const int y1 = i + 1 == n ? height : y + (q + (i < r ? 1 : 0)) * kStripeAlign;
+    out.push_back({y, y1});
+    y = y1;
   }
   return out;
 }

@@ -39,7 +39,12 @@ struct Stripe {
 
 /// The stripes of a frame `height` rows tall with `rows` rows each (rows > 0, a multiple of kStripeAlign); the last
 /// stripe takes what remains, between half a stripe and one and a half. One stripe when rows >= height.
-std::vector<Stripe> stripes_of(int height, int rows);
+/// With `lanes` > 1 (the threads that run them side by side), the count is rounded up to a multiple of the lanes and
+/// the frame's aligned rows shared as evenly as kStripeAlign allows (the larger stripes first, the last one also
+/// taking the rows below the last aligned row): 480 rows in stripes of 32 on 2 lanes are 8 x 32 + 8 x 28 rows
+/// instead of 15 x 32, in stripes of 64 8 x 60 instead of 7 x 64 + 32, where one lane would run longer than the
+/// other at the end.
+std::vector<Stripe> stripes_of(int height, int rows, int lanes = 1);
 
 /// PlanOptions::stripe_rows = -1 (the rule): the plan tries these rows per stripe, largest first, and takes the
 /// first whose lanes (one per thread, each with its two stripe buffers and its primitives' scratch) need at most

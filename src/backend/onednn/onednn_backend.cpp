@@ -1518,8 +1518,9 @@ LayerPlan default_layer_plan(Precision p) {
   // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
   //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97).
   //   int8 (asked: 0.97 / 0.90) all-int8 with every weight at its nearest code 0.9525 / 0.8679; with GPTQ's codes
-  //   (gptq.hpp) 0.9743 / 0.9020 with AVX-512 VNNI, 0.97xx / 0.9xxx capped to AVX2. conv1b and conv2a in f32, the
-  //   plan before GPTQ (0.9770 / 0.9286 then), cost 1.4x the all-int8 forward: int8 is all-int8 on every CPU.
+  //   (gptq.hpp) and six calibration planes 0.9745 / 0.9037 with AVX-512 VNNI, 0.9738 / 0.9091 capped to AVX2.
+  //   conv1b and conv2a in f32 (0.9837 / 0.9632 with GPTQ) cost 1.4x the all-int8 forward: int8 is all-int8 on
+  //   every CPU.
   if (p == Precision::Bf16) {
     for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
   }

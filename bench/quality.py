@@ -204,15 +204,18 @@ def simulated_models(shared: str, weights: str, threads: int, specs: list[str]):
 def plan_env(row: str) -> tuple[str, dict]:
     """A --precisions entry "PRECISION[@ITEM+ITEM...]" -> (precision, environment): each ITEM is LAYER=TYPE (joined
     into SUPERPOINT_RT_LAYER_PRECISION, the backend's per-layer plan override) or clip=max|pP
-    (SUPERPOINT_RT_INT8_CLIP), e.g. int8@conv1b=bf16+conv2a=bf16+clip=max: experiments beside the shipped plans."""
+    (SUPERPOINT_RT_INT8_CLIP), wq=gptq|nearest (SUPERPOINT_RT_INT8_WEIGHTS), e.g.
+    int8@conv1b=bf16+conv2a=bf16+clip=max or int8@wq=nearest: experiments beside the shipped plans."""
     precision, _, spec = row.partition("@")
     layers, env = [], {}
     for item in filter(None, spec.split("+")):
         key, eq, val = item.partition("=")
         if not eq:
-            fail(f"--precisions {row}: {item!r} is not LAYER=TYPE or clip=VALUE")
+            fail(f"--precisions {row}: {item!r} is not LAYER=TYPE, clip=VALUE or wq=VALUE")
         if key == "clip":
             env["SUPERPOINT_RT_INT8_CLIP"] = val
+        elif key == "wq":
+            env["SUPERPOINT_RT_INT8_WEIGHTS"] = val
         else:
             layers.append(item)
     if layers:

@@ -70,6 +70,17 @@ void primitive_cache_off_once() {
   });
 }
 
+// The convolutions by label in the network's order (HF's): the trunk's eight (model::Weights::encoder), then the
+// heads' four.
+constexpr const char* kLayerLabels[12] = {"conv1a", "conv1b", "conv2a",  "conv2b",  "conv3a",       "conv3b",
+                                          "conv4a", "conv4b", "score_a", "score_b", "descriptor_a", "descriptor_b"};
+constexpr std::size_t kTrunkLayers = 8;
+
+// MaxPool2d(2, 2) follows these (it floors odd sizes, as PyTorch's).
+bool pooled_after(const std::string& label) {
+  return label == "conv1b" || label == "conv2b" || label == "conv3b";
+}
+
 // The layers that read each layer's output (max pooling in between keeps the type).
 const std::map<std::string, std::vector<std::string>>& consumers() {
   static const std::map<std::string, std::vector<std::string>> c = {
@@ -526,11 +537,9 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     }
     if (!x) x = add_block1(wt, input_memory(memory::desc({1, 1, h_, w_}, dt::f32, tag::nchw), 0));
     int hh = h_ / 2, ww = w_ / 2;
-    const char* names[8] = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
-    for (int i = 2; i < 8; ++i) {
-      x = add_conv(trunk_, wt.encoder[static_cast<std::size_t>(i)], x, ww, true, {hh, hh, 1, 1}, nullptr, false,
-                   names[i]);
-      if (i == 3 || i == 5) {  // MaxPool2d(2, 2) after blocks 1-3 (floors odd sizes, as PyTorch)
+    for (std::size_t i = 2; i < kTrunkLayers; ++i) {
+      x = add_conv(trunk_, wt.encoder[i], x, ww, true, {hh, hh, 1, 1}, nullptr, false, kLayerLabels[i]);
+      if (pooled_after(kLayerLabels[i])) {
         x = add_pool(trunk_, x, i == 3 ? "pool2" : "pool3");
         hh /= 2;
         ww /= 2;
@@ -1396,8 +1405,7 @@ class OneDnnBackend final : public Backend {
         const std::size_t k = static_cast<std::size_t>(c.in_channels) * c.kernel * c.kernel;
         std::vector<float>& h = hessian[label];
         h.resize(k * k, 0.f);
-        const std::string l = label;
-        const bool pool = l == "conv1b" || l == "conv2b" || l == "conv3b";
+        const bool pool = pooled_after(label);
         const int fh = static_cast<int>(pool ? d[2] / 2 : d[2]), fw = static_cast<int>(pool ? d[3] / 2 : d[3]);
         detail::add_patch_hessian(*v, pool, c.kernel,
                                   detail::hessian_stride(fh, fw, static_cast<int>(planes.size()), k), h);
@@ -1437,9 +1445,8 @@ class OneDnnBackend final : public Backend {
   }
 
   const model::Conv& conv_of(const std::string& label) const {
-    static const char* kTrunk[] = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
-    for (std::size_t i = 0; i < 8; ++i)
-      if (label == kTrunk[i]) return weights_.encoder[i];
+    for (std::size_t i = 0; i < kTrunkLayers; ++i)
+      if (label == kLayerLabels[i]) return weights_.encoder[i];
     if (label == "score_a") return weights_.score_a;
     if (label == "score_b") return weights_.score_b;
     if (label == "descriptor_a") return weights_.descriptor_a;
@@ -1506,13 +1513,11 @@ const char* to_string(LayerType t) noexcept {
 }
 
 LayerPlan default_layer_plan(Precision p) {
-  static const char* kLayers[] = {"conv1a", "conv1b", "conv2a",  "conv2b",  "conv3a",       "conv3b",
-                                  "conv4a", "conv4b", "score_a", "score_b", "descriptor_a", "descriptor_b"};
   LayerPlan plan;
-  for (const char* l : kLayers) plan[l] = LayerType::F32;
+  for (const char* l : kLayerLabels) plan[l] = LayerType::F32;
   if (p == Precision::Fp32) return plan;
   const LayerType low = p == Precision::Bf16 ? LayerType::Bf16 : LayerType::Int8;
-  for (const char* l : kLayers) plan[l] = low;
+  for (const char* l : kLayerLabels) plan[l] = low;
   plan["conv1a"] = LayerType::F32;  // one input channel: the exact plane, 3% of the f32 forward
   // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
   // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):

@@ -81,7 +81,8 @@ using LayerPlan = std::map<std::string, LayerType>;
 ///         with AVX-512 VNNI on Zen 4, 0.52x capped to AVX2.
 /// SUPERPOINT_RT_LAYER_PRECISION overrides it for experiments: "conv1b=f32,score_a=bf16", applied in order ("*=int8"
 /// sets every layer; unlisted layers keep the plan; conv1a stays F32); an unknown layer or type throws
-/// InvalidArgument naming it. SUPERPOINT_RT_INT8_CLIP=max|pP does the same for the calibration percentile.
+/// InvalidArgument naming it. SUPERPOINT_RT_INT8_CLIP=max|pP does the same for the calibration percentile, and
+/// SUPERPOINT_RT_INT8_WEIGHTS=gptq|nearest for the int8 weights' rounding.
 LayerPlan default_layer_plan(Precision p);
 LayerPlan layer_plan(Precision p, const char* override_value);
 

@@ -78,7 +78,7 @@ using LayerPlan = std::map<std::string, LayerType>;
 ///   Bf16  conv1b, conv2a, conv2b F32 (the early layers whose rounding moves keypoints most), the rest Bf16.
 ///   Int8  every layer Int8 but conv1a, the weights of the trunk and the score head rounded by GPTQ (gptq.hpp):
 ///         keypoint F1 0.974 / 0.902 against fp32 (0.953 / 0.868 with the nearest codes), 0.5x the fp32 forward
-///         with AVX-512 VNNI on Zen 4, 0.52x capped to AVX2.
+///         with AVX-512 VNNI on Zen 4, 0.50x capped to AVX2.
 /// SUPERPOINT_RT_LAYER_PRECISION overrides it for experiments: "conv1b=f32,score_a=bf16", applied in order ("*=int8"
 /// sets every layer; unlisted layers keep the plan; conv1a stays F32); an unknown layer or type throws
 /// InvalidArgument naming it. SUPERPOINT_RT_INT8_CLIP=max|pP does the same for the calibration percentile, and

@@ -2,7 +2,7 @@
 // SUPERPOINT_RT_LAYER_PRECISION), determinism of every plan (repeated runs, plans and thread counts give the same
 // bits) and fidelity against the fp32 path (golden image, awkward frames). On a CPU without avx512_bf16 (or under
 // SUPERPOINT_RT_ISA=avx2|scalar) the bf16 tests assert the InvalidArgument instead of the numbers, and so do the
-// int8 tests without AVX2 + FMA; ctest also runs these tests under SUPERPOINT_RT_ISA=avx2 (test_backend_isa_avx2),
+// int8 tests without AVX2 + FMA; ctest also runs these tests under SUPERPOINT_RT_ISA=avx2 (isa_avx2_backend),
 // the AVX2-only int8 path.
 #include <gtest/gtest.h>
 

@@ -315,3 +315,27 @@ def summarize_pairs(rows: list[dict]) -> dict:
     out["matches"] = float(np.mean([r["matches"] for r in rows])) if rows else math.nan
     out["pairs"] = len(rows)
     return out
+
+
+def paired_difference(rows: list[dict], base: list[dict], metric: str) -> tuple[float, float]:
+    """(mean, standard error) over pairs of rows' metric minus base's on the same pair (both lists in pair order):
+    the paired comparison of two models on one protocol. Per pair, h_acc@t is the share of its RANSAC draws within
+    t px (a failed estimate is wrong), so the mean is summarize_pairs' difference; other metrics skip pairs where
+    either side is nan. The standard error (sample standard deviation / sqrt(pairs)) is how far the mean difference
+    moves with the draw of pairs: a difference within about two of it is not resolved at this number of pairs."""
+    if len(rows) != len(base):
+        raise ValueError(f"paired_difference: {len(rows)} pairs against {len(base)}")
+
+    def value(r):
+        if metric.startswith("h_acc@"):
+            t = float(metric.partition("@")[2])
+            e = np.asarray(r.get("corner_errors", [r["corner_error"]]), np.float64)
+            return float(np.mean(e <= t))
+        return float(r[metric])
+
+    d = np.array([value(a) - value(b) for a, b in zip(rows, base)], np.float64)
+    d = d[~np.isnan(d)]
+    if len(d) == 0:
+        return math.nan, math.nan
+    se = float(np.std(d, ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
+    return float(np.mean(d)), se

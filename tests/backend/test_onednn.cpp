@@ -176,28 +176,34 @@ TEST(OneDnnBackend, RejectsBadOptions) {
   }
   auto b = be::create_backend("cpu", real_weights(), {1, "fp32"});
   EXPECT_THROW(b->plan({4, 640}), sp::Error);
-  EXPECT_THROW(be::onednn::choose_conv_algo({64, 64, 3, 480, 640}, true, "fast"), sp::Error);
+  EXPECT_THROW(be::onednn::choose_conv_algo({64, 64, 3, 480, 640}, true, true, "fast"), sp::Error);
 }
 
 TEST(OneDnnBackend, AlgorithmRuleIsAFunctionOfShapeAndIsa) {
   using be::onednn::choose_conv_algo;
   using be::onednn::ConvAlgo;
   // Without AVX-512 there is no f32 Winograd kernel in oneDNN: always direct.
-  EXPECT_EQ(choose_conv_algo({64, 64, 3, 240, 320}, false, nullptr), ConvAlgo::Direct);
-  // AVX-512: conv1b..conv4b use Winograd; conv1a (IC 1), the 128->256 heads (oneDNN's 4x3 kernel is not
-  // thread-count deterministic) and the 1x1 convolutions stay direct.
-  EXPECT_EQ(choose_conv_algo({64, 64, 3, 480, 640}, true, nullptr), ConvAlgo::Winograd);
-  EXPECT_EQ(choose_conv_algo({64, 64, 3, 240, 320}, true, nullptr), ConvAlgo::Winograd);
-  EXPECT_EQ(choose_conv_algo({64, 128, 3, 120, 160}, true, nullptr), ConvAlgo::Winograd);
-  EXPECT_EQ(choose_conv_algo({128, 128, 3, 60, 80}, true, nullptr), ConvAlgo::Winograd);
-  EXPECT_EQ(choose_conv_algo({1, 64, 3, 480, 640}, true, nullptr), ConvAlgo::Direct);
-  EXPECT_EQ(choose_conv_algo({128, 256, 3, 60, 80}, true, nullptr), ConvAlgo::Direct);
-  EXPECT_EQ(choose_conv_algo({256, 65, 1, 60, 80}, true, nullptr), ConvAlgo::Direct);
-  EXPECT_EQ(choose_conv_algo({40, 64, 3, 240, 320}, true, nullptr), ConvAlgo::Direct);
+  EXPECT_EQ(choose_conv_algo({64, 64, 3, 240, 320}, false, true, nullptr), ConvAlgo::Direct);
+  // AVX-512: conv1b..conv4b use Winograd; conv1a (IC 1), the 128->256 heads (less accurate in
+  // Winograd, and fp32 is the exact path) and the 1x1 convolutions stay direct.
+  EXPECT_EQ(choose_conv_algo({64, 64, 3, 480, 640}, true, true, nullptr), ConvAlgo::Winograd);
+  EXPECT_EQ(choose_conv_algo({64, 64, 3, 240, 320}, true, true, nullptr), ConvAlgo::Winograd);
+  EXPECT_EQ(choose_conv_algo({64, 128, 3, 120, 160}, true, true, nullptr), ConvAlgo::Winograd);
+  EXPECT_EQ(choose_conv_algo({128, 128, 3, 60, 80}, true, true, nullptr), ConvAlgo::Winograd);
+  EXPECT_EQ(choose_conv_algo({1, 64, 3, 480, 640}, true, true, nullptr), ConvAlgo::Direct);
+  EXPECT_EQ(choose_conv_algo({128, 256, 3, 60, 80}, true, true, nullptr), ConvAlgo::Direct);
+  // Outside the exact path (the f32 layers of a bf16 or int8 plan) the 128->256 heads take Winograd too; the rest
+  // of the rule is the same.
+  EXPECT_EQ(choose_conv_algo({128, 256, 3, 60, 80}, true, false, nullptr), ConvAlgo::Winograd);
+  EXPECT_EQ(choose_conv_algo({128, 256, 3, 60, 80}, false, false, nullptr), ConvAlgo::Direct);
+  EXPECT_EQ(choose_conv_algo({1, 64, 3, 480, 640}, true, false, nullptr), ConvAlgo::Direct);
+  EXPECT_EQ(choose_conv_algo({256, 256, 1, 60, 80}, true, false, nullptr), ConvAlgo::Direct);
+  EXPECT_EQ(choose_conv_algo({256, 65, 1, 60, 80}, true, true, nullptr), ConvAlgo::Direct);
+  EXPECT_EQ(choose_conv_algo({40, 64, 3, 240, 320}, true, true, nullptr), ConvAlgo::Direct);
   // The override wins.
-  EXPECT_EQ(choose_conv_algo({64, 64, 3, 240, 320}, true, "direct"), ConvAlgo::Direct);
-  EXPECT_EQ(choose_conv_algo({64, 64, 3, 480, 640}, false, "winograd"), ConvAlgo::Winograd);
-  EXPECT_EQ(choose_conv_algo({64, 64, 3, 480, 640}, true, "auto"), ConvAlgo::Auto);
+  EXPECT_EQ(choose_conv_algo({64, 64, 3, 240, 320}, true, true, "direct"), ConvAlgo::Direct);
+  EXPECT_EQ(choose_conv_algo({64, 64, 3, 480, 640}, false, true, "winograd"), ConvAlgo::Winograd);
+  EXPECT_EQ(choose_conv_algo({64, 64, 3, 480, 640}, true, true, "auto"), ConvAlgo::Auto);
 }
 
 // The whole network against a plain double-precision scalar reference on small frames, including sizes that are

@@ -186,6 +186,30 @@ def test_homography_accuracy_over_several_ransac_seeds():
     assert s["ransac_seeds"] == 2
 
 
+def test_paired_difference_of_two_models_on_the_same_pairs():
+    base = {"repeatability": 0.5, "localization_error": 0.5, "matching_score": 0.5, "mma@1": 1.0, "mma@3": 1.0,
+            "mma@5": 1.0, "matches": 10}
+    a = [{**base, "corner_error": e[0], "corner_errors": e} for e in ([0.5, 4.0], [4.0, math.inf], [0.5, 0.5])]
+    b = [{**base, "corner_error": e[0], "corner_errors": e} for e in ([0.5, 0.5], [4.0, 4.0], [4.0, 0.5])]
+    # h_acc@3 per pair: a 0.5, 0, 1; b 1, 0, 0.5 -> differences -0.5, 0, 0.5: mean 0, sample std 0.5.
+    mean, se = Q.paired_difference(a, b, "h_acc@3")
+    assert mean == pytest.approx(0.0) and se == pytest.approx(0.5 / math.sqrt(3))
+    # The mean is summarize_pairs' difference; a failed estimate (inf) is wrong at every threshold.
+    mean5, _ = Q.paired_difference(a, b, "h_acc@5")
+    assert mean5 == pytest.approx(Q.summarize_pairs(a)["h_acc@5"] - Q.summarize_pairs(b)["h_acc@5"])
+    assert mean5 == pytest.approx(-1 / 6)
+    # Other metrics per pair; a nan on either side drops that pair.
+    a[0]["repeatability"] = math.nan
+    b[1]["repeatability"] = 0.25
+    mean_r, se_r = Q.paired_difference(a, b, "repeatability")  # differences 0.25, 0
+    assert mean_r == pytest.approx(0.125) and se_r == pytest.approx(0.125)
+    b[1]["repeatability"] = 0.5
+    a[2]["repeatability"] = 0.75
+    assert Q.paired_difference(a, b, "repeatability")[0] == pytest.approx(0.125)
+    with pytest.raises(ValueError):
+        Q.paired_difference(a, b[:2], "h_acc@3")
+
+
 def test_f1_at_2px_linf_on_hand_made_sets():
     ref = np.array([[100, 100], [200, 100], [300, 100], [400, 100]], np.float64)
     # (2, 2) off: 2.83 px in L2 but 2 in L-inf -> a match; (2.5, 0) off -> not; one point missing.

@@ -428,6 +428,7 @@ class OneDnnExecutor final : public Executor {
   std::string description_;
   const char* algo_override_ = nullptr;
   bool avx512_core_ = false;
+  bool exact_ = true;  // every layer f32: the exact path (choose_conv_algo's fidelity rule applies)
   LayerPlan plan_;
   double clip_ = 100;  // calibration pass: the percentile recorded
   int block_ = 8;      // channel block of the activation layout (16 on AVX-512, else 8)
@@ -495,6 +496,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   }
   algo_override_ = std::getenv("SUPERPOINT_RT_CONV_ALGO");
   avx512_core_ = isa_has_avx512_core();
+  exact_ = std::all_of(plan_.begin(), plan_.end(), [](const auto& e) { return e.second == LayerType::F32; });
   if (avx512_core_) {
     block_ = 16;
     block_tag_ = tag::nChw16c;
@@ -930,7 +932,8 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
   // oneDNN 2.6 has Winograd kernels for f32 only: bf16 and int8 layers are direct unless SUPERPOINT_RT_CONV_ALGO
   // says otherwise (then the fallback below records "winograd->direct").
   const ConvAlgo algo = choose_conv_algo({c.in_channels, c.out_channels, c.kernel, rows.oh, ww},
-                                         avx512_core_ && ldt == dt::f32, layer_override(algo_override_, label).c_str());
+                                         avx512_core_ && ldt == dt::f32, exact_,
+                                         layer_override(algo_override_, label).c_str());
   auto make_pd = [&](dnnl::algorithm alg, const memory::desc& s) {
     return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, s, w_any, b_md, dst_md, {1, 1},
@@ -1521,13 +1524,24 @@ LayerPlan default_layer_plan(Precision p) {
   plan["conv1a"] = LayerType::F32;  // one input channel: the exact plane, 3% of the f32 forward
   // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
   // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
-  //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97).
+  //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97);
+  //   only the 1x1 layers in bf16 (the plan without AMX, below) 0.9991 / 0.9929 (440 pairs).
   //   int8 (asked: 0.97 / 0.90) all-int8 with every weight at its nearest code 0.9525 / 0.8679; with GPTQ's codes
   //   (gptq.hpp) and six calibration planes 0.9745 / 0.9037 with AVX-512 VNNI, 0.9738 / 0.9091 capped to AVX2.
   //   conv1b and conv2a in f32 (0.9837 / 0.9632 with GPTQ) cost 1.4x the all-int8 forward: int8 is all-int8 on
   //   every CPU.
   if (p == Precision::Bf16) {
     for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
+    // Without AMX, oneDNN's bf16 convolutions are direct (avx512_core_bf16: two multiply-adds per 32-bit lane), and
+    // its f32 Winograd F(4x4,3x3) does a quarter of direct's multiplies: every 3x3 layer measured as fast or faster
+    // in f32 Winograd (bench_forward --threads 2, AMD Zen 4, interleaved: conv3b 10.1 vs 12.3 ms, conv4a/b 2.6 vs
+    // 3.0, score_a / descriptor_a 5.0 vs 6.1, conv3a 6.4 vs 6.2; the whole forward 0.95x the plan with those in
+    // bf16) and it is f32's accuracy. The 1x1 layers (no Winograd) stay bf16: 2.1 vs 4.5 ms. On Zen 5 both units
+    // are twice as wide, so the ratio holds. With AMX (16x more bf16 multiply-adds per cycle) the bf16 kernels win.
+    if (!util::cpu_features().amx) {
+      for (const char* l : kLayerLabels)
+        if (std::string(l) != "score_b" && std::string(l) != "descriptor_b") plan[l] = LayerType::F32;
+    }
   }
   return plan;
 }
@@ -1574,7 +1588,7 @@ const char* to_string(ConvAlgo a) noexcept {
   return "direct";
 }
 
-ConvAlgo choose_conv_algo(const ConvShape& s, bool avx512_core, const char* override_value) {
+ConvAlgo choose_conv_algo(const ConvShape& s, bool avx512_core, bool exact, const char* override_value) {
   if (override_value && *override_value) {
     const std::string v = override_value;
     if (v == "direct") return ConvAlgo::Direct;
@@ -1594,8 +1608,10 @@ ConvAlgo choose_conv_algo(const ConvShape& s, bool avx512_core, const char* over
   //  * With OC = 256 (score_a, descriptor_a) oneDNN picks jit_wino_4x3 (F(4x4,3x3)), which is less accurate there
   //    (all-Winograd: 2.6e-6 vs float64): direct.
   //  * conv1a (IC = 1; Winograd measured 3x slower) and the 1x1 convolutions: direct.
+  //  * In a plan that is not the exact path (bf16, int8: their f32 layers), accuracy at the level of 1e-6 is not what
+  //    the plan trades for, so the head's f32 convolutions take Winograd too (2.5x faster than direct on Zen 4).
   if (!avx512_core || s.kernel != 3 || s.in_channels % 16 != 0 || s.out_channels % 16 != 0) return ConvAlgo::Direct;
-  if (s.out_channels > 128) return ConvAlgo::Direct;
+  if (s.out_channels > 128 && exact) return ConvAlgo::Direct;
   return ConvAlgo::Winograd;
 }
 

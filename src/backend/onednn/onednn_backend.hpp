@@ -75,7 +75,9 @@ using LayerPlan = std::map<std::string, LayerType>;
 /// The plan of a precision on this CPU (util::cpu_features()), chosen by bench/quality.py and `superpoint-rt
 /// bench` measurements (docs/BENCHMARKS.md, "Mixed plans"; the reasons beside the code):
 ///   Fp32  every layer F32.
-///   Bf16  conv1b, conv2a, conv2b F32 (the early layers whose rounding moves keypoints most), the rest Bf16.
+///   Bf16  with AMX: conv1b, conv2a, conv2b F32 (the early layers whose rounding moves keypoints most), the rest
+///         Bf16. Without AMX: the 1x1 layers (score_b, descriptor_b) Bf16, every 3x3 layer F32 on Winograd, which
+///         is faster there than oneDNN's direct bf16 kernels (measurements beside the code).
 ///   Int8  every layer Int8 but conv1a, the weights of the trunk and the score head rounded by GPTQ (gptq.hpp):
 ///         keypoint F1 0.974 / 0.902 against fp32 (0.953 / 0.868 with the nearest codes), 0.5x the fp32 forward
 ///         with AVX-512 VNNI on Zen 4, 0.50x capped to AVX2.
@@ -99,9 +101,11 @@ struct ConvShape {
 /// needs it). `override_value`: this layer's SUPERPOINT_RT_CONV_ALGO value (nullptr/empty = use the rule); an unknown
 /// value throws InvalidArgument naming it. A Winograd choice falls back to direct when oneDNN has no implementation
 /// for the shape (plan_description() then says "winograd->direct").
-/// Current rule on avx512_core: Winograd for 3x3 with IC, OC multiples of 16 and OC <= 128 (conv1b..conv4b);
-/// direct elsewhere (conv1a, the 128->256 head convolutions, the 1x1s). Reasons and measurements beside the code.
-ConvAlgo choose_conv_algo(const ConvShape& shape, bool avx512_core, const char* override_value);
+/// `exact`: the plan is all-f32 (precision fp32, the path held to the PyTorch reference).
+/// Current rule on avx512_core: Winograd for 3x3 with IC, OC multiples of 16 and, when exact, OC <= 128
+/// (conv1b..conv4b; the 128->256 head convolutions too in the f32 layers of a bf16 or int8 plan); direct elsewhere
+/// (conv1a, the 1x1s). Reasons and measurements beside the code.
+ConvAlgo choose_conv_algo(const ConvShape& shape, bool avx512_core, bool exact, const char* override_value);
 
 /// The oneDNN backend ("onednn", device "cpu", precision "fp32", "bf16" or "int8"; int8 calibrates in here). Copies the
 /// weights; Backend::plan() reorders (and for bf16 converts) them into each plan's primitive layouts. Throws

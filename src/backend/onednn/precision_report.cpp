@@ -33,12 +33,14 @@ struct Speed {
 };
 
 // Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition): medians of
-// `bench_forward --threads 2` with the plans interleaved (docs/BENCHMARKS.md, 2026-12-04 11:00 UTC, fp32 on its
-// Winograd plan; the machine shared with other work: +-10 %).
+// `bench_forward --threads 2` or `superpoint-rt bench` with the plans interleaved (docs/BENCHMARKS.md, 2026-12-04:
+// int8 at 11:00 UTC, bf16 at 20:43 UTC; fp32 on its Winograd plan; the machine shared with other work: +-10 %).
 Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
   if (precision == "bf16") {
     if (f.amx) return {0.74, false, "expected: AMX, from the plan's f32 share (issue 12's simulation estimate)"};
-    return {0.86, true, "measured: AMD Zen 4, AVX-512 BF16 without AMX, against fp32's Winograd plan"};
+    return {0.80, true,
+            "measured: AMD Zen 4, AVX-512 BF16 without AMX (the 3x3 layers f32 Winograd, the 1x1s bf16), against "
+            "fp32's Winograd plan"};
   }
   if (f.amx) return {0.15, false, "expected: AMX, all-int8 at issue 12's 7x the f32 rate"};
   if (f.avx512() && f.avx512_vnni)

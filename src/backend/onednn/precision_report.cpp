@@ -14,17 +14,17 @@
 namespace superpoint_rt {
 namespace {
 
-// The quality figures of the homography protocol against fp32 on the same images (bench/quality.py --pairs 44
-// --ransac-seeds 10, AMD Zen 4, 2026-12-04; docs/BENCHMARKS.md): top-500 keypoint F1 at 2 px (mean / worst image),
+// The quality figures of the homography protocol against fp32 on the same images (bench/quality.py --pairs 440
+// --ransac-seeds 10, bf16 --pairs 880, AMD Zen 4, 2026-12-04; docs/BENCHMARKS.md): top-500 keypoint F1 at 2 px (mean / worst image),
 // the largest difference of MMA@1-5, repeatability and matching score, and of homography accuracy@1-5 (points out
-// of 100; at 44 pairs one pair-draw is 0.23 point and two fp32 engines differ by up to 0.23).
+// of 100; the paired standard error of HA's differences is 0.45-0.9 point at this size, quality.py prints it).
+// bf16: the plan without AMX (every 3x3 layer f32 Winograd, the 1x1s bf16).
 constexpr const char* kQualityBf16 =
-    "F1@2 0.9962 / 0.9893; MMA, rep, MS within 0.12 pt; HA within 1.6 pt (44 pairs x 10 RANSAC draws)";
-// The all-int8 plan with GPTQ's weights and the six built-in calibration planes: bench/quality.py --pairs 44
-// --ransac-seeds 3, 2026-12-04, AVX-512 VNNI (capped to AVX2: F1@2 0.9738 / 0.9091, MMA, rep, MS within 0.13 pt).
-// HA moves as much for the plan with conv1b and conv2a in f32 (up to 6.1 pt): RANSAC's draws at this size.
+    "F1@2 0.9991 / 0.9877; MMA, rep, MS within 0.02 pt; HA within 0.65 pt (880 pairs x 10 RANSAC draws)";
+// The all-int8 plan with GPTQ's weights and the six built-in calibration planes, AVX-512 VNNI (capped to AVX2, 44
+// pairs x 3 draws: F1@2 0.9738 / 0.9091, MMA, rep, MS within 0.13 pt).
 constexpr const char* kQualityInt8 =
-    "F1@2 0.9745 / 0.9037; MMA, rep, MS within 0.32 pt; HA within 4.6 pt (44 pairs x 3 RANSAC draws)";
+    "F1@2 0.9742 / 0.9063; MMA, rep, MS within 0.34 pt; HA within 0.50 pt (440 pairs x 10 RANSAC draws)";
 
 struct Speed {
   double time_vs_fp32;
@@ -39,8 +39,8 @@ Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
   if (precision == "bf16") {
     if (f.amx) return {0.74, false, "expected: AMX, from the plan's f32 share (issue 12's simulation estimate)"};
     return {0.80, true,
-            "measured: AMD Zen 4, AVX-512 BF16 without AMX (the 3x3 layers f32 Winograd, the 1x1s bf16), against "
-            "fp32's Winograd plan"};
+            "measured: AMD Zen 4, AVX-512 BF16 without AMX, the 3x3 layers in f32 Winograd and the 1x1s in bf16, "
+            "against fp32's Winograd plan"};
   }
   if (f.amx) return {0.15, false, "expected: AMX, all-int8 at issue 12's 7x the f32 rate"};
   if (f.avx512() && f.avx512_vnni)

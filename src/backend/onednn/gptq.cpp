@@ -12,28 +12,37 @@
 namespace superpoint_rt::backend::detail {
 namespace {
 
-float at(const ActivationView& v, int ch, int y, int x) {
-  return v.data[static_cast<std::size_t>(ch / v.block) * v.channel_block_stride +
-                static_cast<std::size_t>(y) * v.row_stride + static_cast<std::size_t>(x) * v.column_stride +
-                static_cast<std::size_t>(ch % v.block)];
-}
-
-// The layer's input at (ch, y, x) of its frame: x itself or its 2 x 2 max pooling.
-float input(const ActivationView& v, bool pool, int ch, int y, int x) {
-  if (!pool) return at(v, ch, y, x);
-  return std::max(std::max(at(v, ch, 2 * y, 2 * x), at(v, ch, 2 * y, 2 * x + 1)),
-                  std::max(at(v, ch, 2 * y + 1, 2 * x), at(v, ch, 2 * y + 1, 2 * x + 1)));
-}
-
-// One patch (K values, unfold order) of the h x w frame at (y, x), zero outside.
+// One patch (K values, unfold order) of the h x w frame at (y, x), zero outside: the layer's input at (ch, yy, xx),
+// x itself or its 2 x 2 max pooling, at data[(ch / block) * channel_block_stride + yy * row_stride + xx *
+// column_stride + ch % block]. Read a channel block at a time (contiguous in the blocked and NHWC layouts) with the
+// index arithmetic hoisted: the calibration gathers hundreds of millions of values (add_patch_hessian_reference is
+// the plain version the tests compare with).
 void patch(const ActivationView& v, bool pool, int h, int w, int kernel, int y, int x, float* out) {
-  const int r = kernel / 2;
-  for (int ch = 0; ch < v.channels; ++ch)
-    for (int ky = 0; ky < kernel; ++ky)
-      for (int kx = 0; kx < kernel; ++kx) {
-        const int yy = y + ky - r, xx = x + kx - r;
-        *out++ = yy >= 0 && yy < h && xx >= 0 && xx < w ? input(v, pool, ch, yy, xx) : 0.f;
+  const int r = kernel / 2, kk = kernel * kernel, blocks = v.channels / v.block;
+  for (int ky = 0; ky < kernel; ++ky) {
+    const int yy = y + ky - r;
+    for (int kx = 0; kx < kernel; ++kx) {
+      const int xx = x + kx - r;
+      float* o = out + ky * kernel + kx;  // channel ch at o[ch * kk]
+      if (yy < 0 || yy >= h || xx < 0 || xx >= w) {
+        for (int ch = 0; ch < v.channels; ++ch) o[static_cast<std::size_t>(ch) * kk] = 0.f;
+        continue;
       }
+      const std::size_t sy = static_cast<std::size_t>(pool ? 2 * yy : yy) * v.row_stride;
+      const std::size_t sx = static_cast<std::size_t>(pool ? 2 * xx : xx) * v.column_stride;
+      for (int cb = 0; cb < blocks; ++cb) {
+        const float* p = v.data + static_cast<std::size_t>(cb) * v.channel_block_stride + sy + sx;
+        float* ob = o + static_cast<std::size_t>(cb) * v.block * kk;
+        if (!pool) {
+          for (int c = 0; c < v.block; ++c) ob[static_cast<std::size_t>(c) * kk] = p[c];
+        } else {
+          const float *p01 = p + v.column_stride, *p10 = p + v.row_stride, *p11 = p10 + v.column_stride;
+          for (int c = 0; c < v.block; ++c)
+            ob[static_cast<std::size_t>(c) * kk] = std::max(std::max(p[c], p01[c]), std::max(p10[c], p11[c]));
+        }
+      }
+    }
+  }
 }
 
 void check_sizes(int c, int h, int w, int block, int kernel, int stride, std::size_t hessian_size, const char* what) {
@@ -80,9 +89,13 @@ void add_patch_hessian(const ActivationView& x, bool pool, int kernel, int strid
     if (failed != dnnl_success)
       throw Error(ErrorKind::Internal, "oneDNN sgemm failed (status " + std::to_string(failed) + ")");
   }
-  for (int i = 0; i < k; ++i)
-    for (int j = 0; j < i; ++j)
-      hessian[static_cast<std::size_t>(i) * k + j] = hessian[static_cast<std::size_t>(j) * k + i];
+  // The mirror in 32 x 32 tiles: row by row it read a column of H, one cache line per value.
+  constexpr int kTile = 32;
+  for (int i0 = 0; i0 < k; i0 += kTile)
+    for (int j0 = 0; j0 <= i0; j0 += kTile)
+      for (int i = i0; i < std::min(k, i0 + kTile); ++i)
+        for (int j = j0; j < std::min(i, j0 + kTile); ++j)
+          hessian[static_cast<std::size_t>(i) * k + j] = hessian[static_cast<std::size_t>(j) * k + i];
 }
 
 void add_patch_hessian_reference(const float* x, int c, int h, int w, bool pool, int kernel, int stride,

@@ -931,9 +931,9 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
   }
   // oneDNN 2.6 has Winograd kernels for f32 only: bf16 and int8 layers are direct unless SUPERPOINT_RT_CONV_ALGO
   // says otherwise (then the fallback below records "winograd->direct").
-  const ConvAlgo algo = choose_conv_algo({c.in_channels, c.out_channels, c.kernel, rows.oh, ww},
-                                         avx512_core_ && ldt == dt::f32, exact_,
-                                         layer_override(algo_override_, label).c_str());
+  const ConvAlgo algo =
+      choose_conv_algo({c.in_channels, c.out_channels, c.kernel, rows.oh, ww}, avx512_core_ && ldt == dt::f32, exact_,
+                       layer_override(algo_override_, label).c_str());
   auto make_pd = [&](dnnl::algorithm alg, const memory::desc& s) {
     return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, s, w_any, b_md, dst_md, {1, 1},
@@ -1525,7 +1525,7 @@ LayerPlan default_layer_plan(Precision p) {
   // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
   // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
   //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97);
-  //   only the 1x1 layers in bf16 (the plan without AMX, below) 0.9991 / 0.9929 (440 pairs).
+  //   only the 1x1 layers in bf16 (the plan without AMX, below) 0.9991 / 0.9877 (880 pairs).
   //   int8 (asked: 0.97 / 0.90) all-int8 with every weight at its nearest code 0.9525 / 0.8679; with GPTQ's codes
   //   (gptq.hpp) and six calibration planes 0.9745 / 0.9037 with AVX-512 VNNI, 0.9738 / 0.9091 capped to AVX2.
   //   conv1b and conv2a in f32 (0.9837 / 0.9632 with GPTQ) cost 1.4x the all-int8 forward: int8 is all-int8 on
@@ -1537,7 +1537,8 @@ LayerPlan default_layer_plan(Precision p) {
     // in f32 Winograd (bench_forward --threads 2, AMD Zen 4, interleaved: conv3b 10.1 vs 12.3 ms, conv4a/b 2.6 vs
     // 3.0, score_a / descriptor_a 5.0 vs 6.1, conv3a 6.4 vs 6.2; the whole forward 0.95x the plan with those in
     // bf16) and it is f32's accuracy. The 1x1 layers (no Winograd) stay bf16: 2.1 vs 4.5 ms. On Zen 5 both units
-    // are twice as wide, so the ratio holds. With AMX (16x more bf16 multiply-adds per cycle) the bf16 kernels win.
+    // are twice as wide, so the ratio holds. With AMX (tile multiplies: several times the bf16 multiply-adds per
+    // cycle) the bf16 kernels are expected to win: the plan of the simulation study, not measured (no AMX here).
     if (!util::cpu_features().amx) {
       for (const char* l : kLayerLabels)
         if (std::string(l) != "score_b" && std::string(l) != "descriptor_b") plan[l] = LayerType::F32;

@@ -15,10 +15,10 @@ namespace superpoint_rt {
 namespace {
 
 // The quality figures of the homography protocol against fp32 on the same images (bench/quality.py --pairs 440
-// --ransac-seeds 10, bf16 --pairs 880, AMD Zen 4, 2026-12-04; docs/BENCHMARKS.md): top-500 keypoint F1 at 2 px (mean / worst image),
-// the largest difference of MMA@1-5, repeatability and matching score, and of homography accuracy@1-5 (points out
-// of 100; the paired standard error of HA's differences is 0.45-0.9 point at this size, quality.py prints it).
-// bf16: the plan without AMX (every 3x3 layer f32 Winograd, the 1x1s bf16).
+// --ransac-seeds 10, bf16 --pairs 880, AMD Zen 4, 2026-12-04; docs/BENCHMARKS.md): top-500 keypoint F1 at 2 px (mean /
+// worst image), the largest difference of MMA@1-5, repeatability and matching score, and of homography accuracy@1-5
+// (points out of 100; the paired standard error of HA's differences is 0.45-0.9 point at this size, quality.py prints
+// it). bf16: the plan without AMX (every 3x3 layer f32 Winograd, the 1x1s bf16).
 constexpr const char* kQualityBf16 =
     "F1@2 0.9991 / 0.9877; MMA, rep, MS within 0.02 pt; HA within 0.65 pt (880 pairs x 10 RANSAC draws)";
 // The all-int8 plan with GPTQ's weights and the six built-in calibration planes, AVX-512 VNNI (capped to AVX2, 44

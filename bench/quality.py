@@ -52,9 +52,9 @@ and per image (both images of every pair), against fp32 on the same image:
   cos      descriptor cosine of the keypoints at the same pixel, mean and min
 Percentages are points out of 100; the second table gives each difference with its paired standard error over the
 pairs (quality_lib.paired_difference): HA moves by whole pairs, so at 44 pairs its standard error is 1.4-2.2 points
-even for a plan whose keypoints are 0.999 F1 from fp32's, and a 0.5-point target needs hundreds of pairs. Targets
-(issue 12, section 2): bf16 F1@2 mean >= 0.995, min >= 0.97, every
-percentage metric within 0.5 point of fp32; int8 F1@2 mean >= 0.97, min >= 0.90, within 1 point. The JSON's
+even for a plan whose keypoints are 0.999 F1 from fp32's, and a 0.5-point target needs hundreds of pairs and
+--ransac-seeds 10 (440 x 10: 0.45-0.9 point). Targets (issue 12, section 2): bf16 F1@2 mean >= 0.995, min >= 0.97,
+every percentage metric within 0.5 point of fp32; int8 F1@2 mean >= 0.97, min >= 0.90, within 1 point. The JSON's
 "ha_seed_spread" gives, per row, the range of HA@t over the single seeds, i.e. how much RANSAC alone moves HA.
 
 Needs numpy, Pillow and opencv-python-headless (bench/.venv), torch for the reference row, and the superpoint_rt
@@ -513,8 +513,8 @@ def table(rows: dict) -> str:
 def delta_table(rows: dict, base: str, targets: dict) -> str:
     """Each row against fp32 (base): percentage metrics minus fp32's in points ± the paired standard error over pairs
     (quality_lib.paired_difference; at 44 pairs it is 1.4-2.2 points for HA even for a plan with F1 0.999), F1@2
-    (all images, and the images no
-    calibration used), share of MACs per precision and the rough time estimate of simulated rows, targets."""
+    (all images, and the images no calibration used), share of MACs per precision and the rough time estimate of
+    simulated rows, targets."""
     import quant_sim as S
 
     short = {"repeatability": "rep@3", "mma@1": "MMA@1", "mma@3": "MMA@3", "mma@5": "MMA@5", "h_acc@1": "HA@1",

@@ -1540,8 +1540,8 @@ LayerPlan default_layer_plan(Precision p) {
     // are twice as wide, so the ratio holds. With AMX (tile multiplies: several times the bf16 multiply-adds per
     // cycle) the bf16 kernels are expected to win: the plan of the simulation study, not measured (no AMX here).
     if (!util::cpu_features().amx) {
-      for (const char* l : kLayerLabels)
-        if (std::string(l) != "score_b" && std::string(l) != "descriptor_b") plan[l] = LayerType::F32;
+      for (auto& e : plan) e.second = LayerType::F32;
+      for (const char* l : {"score_b", "descriptor_b"}) plan[l] = LayerType::Bf16;
     }
   }
   return plan;

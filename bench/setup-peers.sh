@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the benchmark's peers into bench/.venv (gitignored): onnxruntime (the CPU peer), openvino (the CPU peer
 # at fp32, bf16 and int8) with nncf (its int8: post-training quantisation), onnx (to build the peers' graph from our
-# safetensors), numpy, opencv-python-headless (RANSAC for bench/fidelity_precision.py). Never run by the build; run
-# by bench/run.sh or by hand.
+# safetensors), numpy, opencv-python-headless (warping and RANSAC for bench/quality.py and fidelity_precision.py),
+# pillow (quality.py's image pairs; the PyTorch peer's reference.py). Never run by the build; run by bench/run.sh or
+# by hand.
 #
-#   bash bench/setup-peers.sh               # onnxruntime + openvino + nncf + onnx + numpy + opencv
-#   bash bench/setup-peers.sh --with-torch  # also PyPI's torch + pillow (large: the default wheel carries CUDA
+#   bash bench/setup-peers.sh               # onnxruntime + openvino + nncf + onnx + numpy + opencv + pillow
+#   bash bench/setup-peers.sh --with-torch  # also PyPI's torch (large: the default wheel carries CUDA
 #                                           # libraries; only its CPU path is measured)
 #
 # Idempotent: an existing venv that already imports every requested package is left as it is (no network).
@@ -33,12 +34,11 @@ for arg in "$@"; do
   esac
 done
 
-modules=(onnxruntime openvino nncf onnx numpy cv2)
-packages=(onnxruntime openvino nncf onnx numpy opencv-python-headless)
+modules=(onnxruntime openvino nncf onnx numpy cv2 PIL)
+packages=(onnxruntime openvino nncf onnx numpy opencv-python-headless pillow)
 if ((with_torch)); then
-  # pillow: ../shared/tools/reference.py (the PyTorch peer's module) imports PIL.
-  modules+=(torch PIL)
-  packages+=(torch pillow)
+  modules+=(torch)
+  packages+=(torch)
 fi
 
 if [[ ! -x "$venv/bin/python" ]]; then

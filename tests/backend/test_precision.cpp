@@ -162,10 +162,11 @@ TEST(Precision, LayerPlansAndTheirOverride) {
   for (const auto& [l, t] : fp32) EXPECT_EQ(t, LayerType::F32) << l;
   const auto bf16 = be::onednn::default_layer_plan(Precision::Bf16);
   for (const char* l : {"conv1a", "conv1b", "conv2a", "conv2b"}) EXPECT_EQ(bf16.at(l), LayerType::F32) << l;
-  for (const char* l : {"score_b", "descriptor_b"}) EXPECT_EQ(bf16.at(l), LayerType::Bf16) << l;
-  // With AMX the rest is bf16; without it every 3x3 layer stays f32 (Winograd is faster than direct bf16 there).
+  EXPECT_EQ(bf16.at("descriptor_b"), LayerType::Bf16);
+  // With AMX the rest is bf16; without it every 3x3 layer stays f32 (Winograd is faster than direct bf16 there), and
+  // score_b too (the keypoints stay fp32's).
   const LayerType rest = sp::util::cpu_features().amx ? LayerType::Bf16 : LayerType::F32;
-  for (const char* l : {"conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a"})
+  for (const char* l : {"conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a", "score_b"})
     EXPECT_EQ(bf16.at(l), rest) << l;
   const auto int8 = be::onednn::default_layer_plan(Precision::Int8);
   EXPECT_EQ(int8.at("conv1a"), LayerType::F32);
@@ -200,7 +201,7 @@ TEST(Precision, Bf16PlanUsesBf16KernelsAndNoReferenceKernel) {
   EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
   // conv1b..conv2b stay f32 on Winograd (bf16 needs avx512_bf16, so avx512_core is there); the plan's bf16 layers
   // run bf16 kernels (avx512_core_bf16 or amx), direct: oneDNN 2.6 has no bf16 Winograd. Without AMX the other 3x3
-  // layers are f32 Winograd too, the 128->256 heads included (not the exact path).
+  // layers are f32 Winograd too, the 128->256 heads included (not the exact path), and score_b is f32 direct.
   EXPECT_NE(layer_entry(d, "conv1b").find("conv1b:f32:winograd("), std::string::npos) << d;
   EXPECT_NE(layer_entry(d, "conv2b").find("conv2b:f32:winograd("), std::string::npos) << d;
   const bool amx = sp::util::cpu_features().amx;
@@ -211,9 +212,11 @@ TEST(Precision, Bf16PlanUsesBf16KernelsAndNoReferenceKernel) {
                                       {"score_b", true},
                                       {"descriptor_b", true}}) {
     const std::string e = layer_entry(d, l);
-    if (amx || one_by_one) {
+    if (amx || std::string(l) == "descriptor_b") {
       EXPECT_NE(e.find(":bf16:direct("), std::string::npos) << d;
       EXPECT_NE(e.find("bf16"), std::string::npos) << d;
+    } else if (one_by_one) {
+      EXPECT_NE(e.find(":f32:direct("), std::string::npos) << d;
     } else {  // F(4x4,3x3) or F(2x2,3x3), whichever oneDNN has for the shape on this CPU
       EXPECT_NE(e.find(":f32:winograd"), std::string::npos) << d;
     }

@@ -1525,7 +1525,8 @@ LayerPlan default_layer_plan(Precision p) {
   // Rounding the early full-resolution layers moves keypoints the most (bench/quality.py, top-500 keypoint F1 at
   // 2 px against fp32, mean / worst image, 44 pairs on AMD Zen 4; docs/BENCHMARKS.md "Mixed plans"):
   //   bf16 all-bf16 0.9920 / 0.9719; conv1b, conv2a, conv2b in f32 0.9962 / 0.9893 (issue 21 asks 0.995 / 0.97);
-  //   only the 1x1 layers in bf16 (the plan without AMX, below) 0.9991 / 0.9877 (880 pairs).
+  //   only the 1x1 layers in bf16 0.9991 / 0.9877 (880 pairs); only descriptor_b (the plan without AMX, below)
+  //   1.0000 / 1.0000 (880 pairs: the keypoints are fp32's).
   //   int8 (asked: 0.97 / 0.90) all-int8 with every weight at its nearest code 0.9525 / 0.8679; with GPTQ's codes
   //   (gptq.hpp) and six calibration planes 0.9745 / 0.9037 with AVX-512 VNNI, 0.9738 / 0.9091 capped to AVX2.
   //   conv1b and conv2a in f32 (0.9837 / 0.9632 with GPTQ) cost 1.4x the all-int8 forward: int8 is all-int8 on
@@ -1536,12 +1537,15 @@ LayerPlan default_layer_plan(Precision p) {
     // its f32 Winograd F(4x4,3x3) does a quarter of direct's multiplies: every 3x3 layer measured as fast or faster
     // in f32 Winograd (bench_forward --threads 2, AMD Zen 4, interleaved: conv3b 10.1 vs 12.3 ms, conv4a/b 2.6 vs
     // 3.0, score_a / descriptor_a 5.0 vs 6.1, conv3a 6.4 vs 6.2; the whole forward 0.95x the plan with those in
-    // bf16) and it is f32's accuracy. The 1x1 layers (no Winograd) stay bf16: 2.1 vs 4.5 ms. On Zen 5 both units
-    // are twice as wide, so the ratio holds. With AMX (tile multiplies: several times the bf16 multiply-adds per
-    // cycle) the bf16 kernels are expected to win: the plan of the simulation study, not measured (no AMX here).
+    // bf16) and it is f32's accuracy. descriptor_b (1x1: no Winograd) stays bf16: 1.6 vs 3.3 ms. score_b is f32:
+    // in bf16 it saved 0.7 ms but moved keypoints (F1 0.9991 / 0.9877); in f32 the whole forward is 1.006x and the
+    // keypoints are fp32's (F1 1.0000 / 1.0000, homography accuracy within 0.41 point, 880 pairs x 10 RANSAC draws;
+    // docs/BENCHMARKS.md). On Zen 5 both units are twice as wide, so the ratios hold. With AMX (tile multiplies:
+    // several times the bf16 multiply-adds per cycle) the bf16 kernels are expected to win: the plan of the
+    // simulation study, not measured (no AMX here).
     if (!util::cpu_features().amx) {
       for (auto& e : plan) e.second = LayerType::F32;
-      for (const char* l : {"score_b", "descriptor_b"}) plan[l] = LayerType::Bf16;
+      plan["descriptor_b"] = LayerType::Bf16;
     }
   }
   return plan;

@@ -76,8 +76,9 @@ using LayerPlan = std::map<std::string, LayerType>;
 /// bench` measurements (docs/BENCHMARKS.md, "Mixed plans"; the reasons beside the code):
 ///   Fp32  every layer F32.
 ///   Bf16  with AMX: conv1b, conv2a, conv2b F32 (the early layers whose rounding moves keypoints most), the rest
-///         Bf16. Without AMX: the 1x1 layers (score_b, descriptor_b) Bf16, every 3x3 layer F32 on Winograd, which
-///         is faster there than oneDNN's direct bf16 kernels (measurements beside the code).
+///         Bf16. Without AMX: descriptor_b (1x1) Bf16, every 3x3 layer F32 on Winograd, which is faster there
+///         than oneDNN's direct bf16 kernels, and score_b F32, so that the keypoints are fp32's (measurements beside
+///         the code).
 ///   Int8  every layer Int8 but conv1a, the weights of the trunk and the score head rounded by GPTQ (gptq.hpp):
 ///         keypoint F1 0.974 / 0.902 against fp32 (0.953 / 0.868 with the nearest codes), 0.5x the fp32 forward
 ///         with AVX-512 VNNI on Zen 4, 0.50x capped to AVX2.

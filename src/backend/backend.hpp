@@ -16,10 +16,11 @@
 //   logits       Hc x Wc x 65           raw keypoint-head output (conv_score_b), Hc = H / 8, Wc = W / 8
 //   descriptors  Hc x Wc x 256          raw descriptor-head output (conv_descriptor_b), NOT L2-normalised
 //
-// Thread-safety: a Backend may be shared (plan() from any thread). The executors of one backend run one at a time
-// (run() waits for a run of another plan of the same backend), and their outputs live in the shared workspace:
-// logits() / descriptors() are valid until the next run() of ANY executor of that backend (the engine reads them
-// under its network lock).
+// Thread-safety: a Backend may be shared (plan() from any thread). A backend has kWorkspaceSlots workspaces; the
+// executors of one slot run one at a time (run() waits for a run of another plan of the same slot), and their
+// outputs live in that slot's workspace: logits() / descriptors() are valid until the next run() of ANY executor of
+// that slot (the engine reads them under the slot's network lock). Executors of different slots run side by side
+// (the engine's two half-thread lanes for list requests: engine.hpp).
 #pragma once
 
 #include <cstddef>
@@ -54,6 +55,9 @@ struct BackendOptions {
   std::vector<CalibrationPlane> calibration = {};
 };
 
+/// Workspaces per backend: executors of different slots may run at the same time.
+constexpr int kWorkspaceSlots = 2;
+
 struct PlanOptions {
   int height = 480;
   int width = 640;
@@ -61,6 +65,11 @@ struct PlanOptions {
   /// backend/onednn/stripes.hpp; bit-identical to 0): -1 = the backend's rule, 0 = no stripes, else a positive
   /// multiple of 4.
   int stripe_rows = -1;
+  /// Threads this executor runs on: 0 = the backend's threads(), else 1..threads(). Every thread count gives the
+  /// same bits (tests/backend ThreadCountsGiveBitIdenticalOutputs).
+  int threads = 0;
+  /// The workspace the executor runs in, 0..kWorkspaceSlots-1.
+  int slot = 0;
 };
 
 class Executor {
@@ -93,11 +102,12 @@ class Backend {
   virtual std::string device() const = 0;     // "cpu"
   virtual std::string precision() const = 0;  // "fp32"
   virtual int threads() const = 0;            // threads the executors use
-  /// Bytes of the shared workspace held now: the largest workspace_bytes() among the live executors that have run.
+  /// Bytes of the workspaces held now: per slot, the largest workspace_bytes() among its live executors that have
+  /// run.
   virtual std::size_t workspace_bytes() const = 0;
   /// Bytes of the weights in their primitives' layouts, one copy per layout among the live executors.
   virtual std::size_t weights_bytes() const = 0;
-  /// Throws InvalidArgument for a frame or stripe_rows out of range.
+  /// Throws InvalidArgument for a frame, stripe_rows, threads or slot out of range.
   virtual std::unique_ptr<Executor> plan(const PlanOptions& options) = 0;
 };
 

@@ -84,6 +84,19 @@ Engine::Engine(const Options& options) : options_(options) {
   const ResolvedParams defaults = resolve(Params{});
   const std::shared_ptr<backend::Executor> first = networks_->get(defaults.fixed_width, defaults.fixed_height);
   log("network planned: " + first->plan_description());
+  if (bo.threads >= 2) {
+    // Lanes cost a second workspace, and a plan on fewer threads may need a larger one (oneDNN's f32 Winograd
+    // transforms the whole frame at once on one thread: 640x480 fp32 needs 140 MB on one thread, 78 MB on two;
+    // int8 17 and 22 MB): lists use them only where both lanes together need at most kLanesMemoryFactor times the
+    // single forward's workspace. Planned only, not cached (no workspace is touched; lists plan their lanes).
+    const std::unique_ptr<backend::Executor> half =
+        backend_->plan(networks_->options_of(defaults.fixed_width, defaults.fixed_height, engine::Lane::Half1));
+    lanes_ = 2.0 * static_cast<double>(half->workspace_bytes()) <=
+             kLanesMemoryFactor * static_cast<double>(first->workspace_bytes());
+    log(std::string("lists: ") + (lanes_ ? "two forwards side by side" : "one forward at a time") + " (workspace " +
+        std::to_string(first->workspace_bytes() >> 20) + " MB on " + std::to_string(bo.threads) + " threads, " +
+        std::to_string(half->workspace_bytes() >> 20) + " MB per lane)");
+  }
 
   info_.model = options.model;
   info_.revision = resolved.commit;
@@ -142,9 +155,10 @@ void Engine::close() {
   {
     std::lock_guard<std::mutex> l(pool_mu_);
     pool_.reset();
+    for (auto& t : lane_threads_) t.reset();
   }
   {
-    std::lock_guard<std::mutex> l(network_mu_);
+    std::scoped_lock l(network_mu_[0], network_mu_[1]);
     networks_.reset();  // the plans go before the backend whose workspace they share
   }
   backend_.reset();
@@ -157,21 +171,29 @@ void Engine::release(Prepared& p) {
   p.ticket.release();
 }
 
-void Engine::network(Prepared& p, const ResolvedParams& rp, bool reuse_network_output) {
+void Engine::network(Prepared& p, const ResolvedParams& rp, bool reuse_network_output, engine::Lane lane) {
   engine::Context& ctx = *p.ctx;
   const int hc = p.frame_h / 8, wc = p.frame_w / 8;
   // The network lock covers the forward, the scores (step 6, which read the logits) and a copy of the descriptor
   // map: the executor's output buffers are rewritten by the next request, and the rest of the post-processing
   // (NMS, top-k, normalisation, sampling: steps 7-11) then runs without the lock, beside the next forward.
   const auto t0 = Clock::now();  // a frame's first request plans its network: that time counts as forward
-  const std::shared_ptr<backend::Executor> plan = networks_->get(p.frame_w, p.frame_h);  // outside the lock
-  backend::Executor& ex = *plan;
+  const std::shared_ptr<backend::Executor> plan = networks_->get(p.frame_w, p.frame_h, lane);  // outside the lock
   // The score map and the descriptor map's copy are sized before the lock (a context that is not warm allocates them
   // here: its page faults must not hold up the network).
   ctx.heat.resize(static_cast<std::size_t>(8 * wc) * static_cast<std::size_t>(8 * hc));
   const std::size_t n = static_cast<std::size_t>(hc) * wc * weights_config_.descriptor_decoder_dim;
   if (rp.return_descriptors) ctx.dense.resize(n);
-  std::lock_guard<std::mutex> lock(network_mu_);
+  // Full holds both slots: its threads are every thread the lanes would use.
+  std::unique_lock<std::mutex> slot0, slot1;
+  if (lane == engine::Lane::Full) {
+    std::lock(network_mu_[0], network_mu_[1]);
+    slot0 = std::unique_lock<std::mutex>(network_mu_[0], std::adopt_lock);
+    slot1 = std::unique_lock<std::mutex>(network_mu_[1], std::adopt_lock);
+  } else {
+    slot0 = std::unique_lock<std::mutex>(network_mu_[static_cast<std::size_t>(engine::NetworkPlans::slot_of(lane))]);
+  }
+  backend::Executor& ex = *plan;
   if (!reuse_network_output) ex.run(ctx.input.data(), rp.return_descriptors);
   p.timing.forward = ms_since(t0);
   const auto t1 = Clock::now();
@@ -282,6 +304,15 @@ engine::ThreadPool& Engine::worker_pool(int workers) {
   return *pool_;
 }
 
+engine::ThreadPool& Engine::lane_thread(engine::Lane lane) {
+  // One thread per lane, shared by every list: concurrent lists (batch extraction keeps two chunks in flight) queue
+  // on the lane's thread instead of holding one thread each while they wait for the lane's workspace.
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  auto& t = lane_threads_[static_cast<std::size_t>(engine::NetworkPlans::slot_of(lane))];
+  if (!t) t = std::make_unique<engine::ThreadPool>(1);
+  return *t;
+}
+
 std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const ImageInput> images, const Params& request,
                                                             int num_workers, bool stop_at_first_error) {
   const ResolvedParams params = resolve(request);
@@ -329,7 +360,11 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
   // Three stages: the workers prepare up to num_workers + 1 images ahead; this thread runs the network in input
   // order; the workers then post-process each image (steps 7-12) while this thread runs the next forward. At most
   // `ahead` post-processings are pending, so the contexts in flight stay bounded (2 * ahead + 1).
+  // With lanes (list_lanes(), decided at load), this thread hands image i's network and post-processing to lane i % 2
+  // instead, once that lane's previous image is done: two forwards on half the threads each, side by side.
   engine::ThreadPool& workers = worker_pool(num_workers);
+  const bool lanes = list_lanes();
+  std::array<std::size_t, 2> lane_last{images.size(), images.size()};  // each lane's image in flight (none: size)
   std::vector<std::future<Prepared>> pending(images.size());
   std::vector<std::future<Features>> done(images.size());
   out.resize(images.size(), Error(ErrorKind::Internal, "not processed"));
@@ -414,6 +449,23 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
         if (stop) {
           release(*p);
           continue;  // drain the futures that were submitted (they reference `images`)
+        }
+        if (lanes) {
+          const std::size_t k = i % 2;
+          if (lane_last[k] < images.size() && done[lane_last[k]].valid())
+            done[lane_last[k]].wait();  // the lane's previous image (collected later, or already)
+          const engine::Lane lane = k ? engine::Lane::Half1 : engine::Lane::Half0;
+          done[i] = lane_thread(lane).submit([this, &params, &post_one, p, lane] {
+            try {
+              network(*p, params, false, lane);
+            } catch (...) {
+              release(*p);
+              throw;
+            }
+            return post_one(p);
+          });
+          lane_last[k] = i;
+          continue;
         }
         try {
           network(*p, params, false);
@@ -553,6 +605,32 @@ std::map<std::string, double> Engine::warmup(const WarmupSpec& spec) {
       std::vector<std::future<void>> fs;
       for (int i = 0; i < tp.size(); ++i) fs.push_back(tp.submit([] {}));
       for (auto& f : fs) f.get();
+      // Lists run their forwards in the half lanes: plan and fault in both (the default frame) on their threads.
+      if (list_lanes()) {
+        const ResolvedParams rp = resolve(params);
+        std::vector<std::future<void>> ls;
+        auto wait_all = [&ls] {  // every task, before an error leaves this frame (the tasks refer to it)
+          for (auto& f : ls) f.wait();
+        };
+        try {
+          for (const engine::Lane lane : {engine::Lane::Half0, engine::Lane::Half1})
+            ls.push_back(lane_thread(lane).submit([&, lane] {
+              Prepared p = prepare(source_of(ImageInput::image(base)), rp);
+              try {
+                network(p, rp, false, lane);
+              } catch (...) {
+                release(p);
+                throw;
+              }
+              release(p);
+            }));
+        } catch (...) {
+          wait_all();
+          throw;
+        }
+        wait_all();
+        for (auto& f : ls) f.get();
+      }
     });
   }
   return steps;

@@ -2,6 +2,7 @@
 #include "engine/plan_cache.hpp"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 namespace superpoint_rt::engine {
@@ -41,8 +42,17 @@ void ResizePlans::clear() {
   bytes_ = 0;
 }
 
-std::shared_ptr<backend::Executor> NetworkPlans::get(int width, int height) {
-  const auto key = std::make_pair(width, height);
+backend::PlanOptions NetworkPlans::options_of(int width, int height, Lane lane) const {
+  backend::PlanOptions po;
+  po.height = height;
+  po.width = width;
+  po.threads = lane == Lane::Full ? 0 : std::max(1, backend_.threads() / 2);
+  po.slot = slot_of(lane);
+  return po;
+}
+
+std::shared_ptr<backend::Executor> NetworkPlans::get(int width, int height, Lane lane) {
+  const auto key = std::make_tuple(width, height, lane);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = plans_.find(key); it != plans_.end()) {
@@ -52,7 +62,7 @@ std::shared_ptr<backend::Executor> NetworkPlans::get(int width, int height) {
   }
   // Planning (oneDNN's primitives and weight layouts, ~0.1-0.3 s) runs outside the lock: other frames are served
   // meanwhile, and the network keeps running. The workspace is not touched until the plan runs.
-  std::shared_ptr<backend::Executor> ex = backend_.plan({height, width});
+  std::shared_ptr<backend::Executor> ex = backend_.plan(options_of(width, height, lane));
   std::vector<std::shared_ptr<backend::Executor>> evicted;  // let go after the lock (a destructor may wait for a run)
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = plans_.find(key); it != plans_.end()) {  // planned meanwhile by another request: use that one
@@ -78,13 +88,26 @@ std::size_t NetworkPlans::resident_bytes() const {
 
 std::size_t NetworkPlans::workspace_claim(int width, int height) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (const auto it = plans_.find({width, height}); it != plans_.end()) return it->second.executor->workspace_bytes();
+  // Per cached frame, what its forwards hold at once: the largest plan of each workspace slot, summed (a list in
+  // lanes runs Half0 and Half1 side by side; the Full lane shares slot 0 with Half0).
+  std::map<std::pair<int, int>, std::array<std::size_t, backend::kWorkspaceSlots>> frames;
+  for (const auto& [key, e] : plans_) {
+    std::size_t& slot =
+        frames[{std::get<0>(key), std::get<1>(key)}][static_cast<std::size_t>(slot_of(std::get<2>(key)))];
+    slot = std::max(slot, e.executor->workspace_bytes());
+  }
+  auto total = [](const std::array<std::size_t, backend::kWorkspaceSlots>& slots) {
+    std::size_t t = 0;
+    for (const std::size_t s : slots) t += s;
+    return t;
+  };
+  if (const auto it = frames.find({width, height}); it != frames.end()) return total(it->second);
   const double pixels = double(width) * height;
   double per_pixel = 0;
   std::size_t floor = 0;
-  for (const auto& [key, e] : plans_) {
-    const double px = double(key.first) * key.second;
-    const std::size_t ws = e.executor->workspace_bytes();
+  for (const auto& [frame, slots] : frames) {
+    const double px = double(frame.first) * frame.second;
+    const std::size_t ws = total(slots);
     // A small frame's workspace is mostly fixed costs (an 8 x 8 frame needs 6.8 KB per pixel, 640 x 480 about 250
     // B): its rate would make any large frame look too large for the budget, so only frames of kRatePixels or more
     // give the rate, and a smaller cached frame only the least this one needs.
@@ -96,7 +119,7 @@ std::size_t NetworkPlans::workspace_claim(int width, int height) const {
 }
 
 void NetworkPlans::clear() {
-  std::map<std::pair<int, int>, Entry> drop;
+  std::map<std::tuple<int, int, Lane>, Entry> drop;
   std::lock_guard<std::mutex> lock(mu_);
   drop.swap(plans_);
 }

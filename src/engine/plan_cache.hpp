@@ -1,10 +1,10 @@
 // The engine's plans, cached by size (one file for both kinds, and for the memory they hold):
 //   ResizePlans   Pillow resize plans per (source size, network frame): coefficient tables, O(in_w + in_h)
-//   NetworkPlans  one backend executor per network frame. A plan holds its primitives; its weights (~12 MB fp32)
-//                 are shared by the plans that want the same layout, and its activations live in the backend's one
-//                 workspace, which every plan shares and which is as
-//                 large as the largest plan that has run and is still cached (backend/workspace.hpp). So a folder
-//                 of photos of 10 different sizes costs 10 small plans and one workspace, not 10 workspaces.
+//   NetworkPlans  one backend executor per network frame and lane. A plan holds its primitives; its weights
+//                 (~12 MB fp32) are shared by the plans that want the same layout, and its activations live in its
+//                 lane's workspace, which every plan of the lane's slot shares and which is as large as the largest
+//                 such plan that has run and is still cached (backend/workspace.hpp). So a folder of photos of 10
+//                 different sizes costs 10 small plans and one workspace per lane in use, not 10 workspaces.
 // Both are bounded least-recently-used caches; docs/LIMITS.md lists the bounds.
 //
 // Thread-safety: both are thread-safe. A plan handed out stays valid while its holder keeps it (shared_ptr), even
@@ -47,6 +47,10 @@ class ResizePlans {
   std::size_t bytes_ = 0;  // sum of the cached plans' ResizePlan::bytes
 };
 
+/// Which executor of a frame: Full runs on the backend's threads in workspace slot 0 (a single request); Half0 and
+/// Half1 run on half of them (at least one), in slots 0 and 1, two forwards side by side (list requests: engine.hpp).
+enum class Lane { Full, Half0, Half1 };
+
 class NetworkPlans {
  public:
   /// At most this many network plans stay cached (the one asked for is always kept).
@@ -54,15 +58,21 @@ class NetworkPlans {
 
   explicit NetworkPlans(backend::Backend& backend) : backend_(backend) {}
 
-  /// The executor for the frame (width x height), planned when missing (outside the lock; concurrent requests for
-  /// another frame are not held up). Evicts the least recently used plans beyond kMaxPlans.
-  std::shared_ptr<backend::Executor> get(int width, int height);
+  /// The executor for the frame (width x height) and lane, planned when missing (outside the lock; concurrent
+  /// requests for another frame are not held up). Evicts the least recently used plans beyond kMaxPlans.
+  std::shared_ptr<backend::Executor> get(int width, int height, Lane lane = Lane::Full);
+  /// The workspace slot of a lane (backend::PlanOptions::slot).
+  static int slot_of(Lane lane) { return lane == Lane::Half1 ? 1 : 0; }
+  /// What get() plans for the frame and lane: the lane's threads (Full: the backend's; a half lane: half of them,
+  /// at least one) and its slot.
+  backend::PlanOptions options_of(int width, int height, Lane lane) const;
   /// Bytes the network holds now: the backend's workspace and weights plus every cached plan's own bytes.
   std::size_t resident_bytes() const;
   /// The workspace a request of this frame claims (memory_budget.hpp): the cached plan's workspace_bytes(), else
   /// the frame's pixels times the most a cached plan of at least kRatePixels needs per frame pixel
   /// (kDefaultBytesPerPixel when none is cached), and at least the workspace of any smaller cached frame. Plans
-  /// differ by precision, ISA and thread count, which are the backend's and the same for all: only the size changes.
+  /// differ by precision and ISA, which are the backend's and the same for all, by size and by lane: a frame's need
+  /// is the sum over workspace slots of its largest cached plan in each (lanes run side by side in two slots).
   std::size_t workspace_claim(int width, int height) const;
   /// Frames from 256 x 256 pixels give the per-pixel rate of workspace_claim: below, fixed costs dominate.
   static constexpr double kRatePixels = 256.0 * 256.0;
@@ -79,7 +89,7 @@ class NetworkPlans {
   };
   backend::Backend& backend_;
   mutable std::mutex mu_;
-  std::map<std::pair<int, int>, Entry> plans_;  // by (width, height)
+  std::map<std::tuple<int, int, Lane>, Entry> plans_;  // by (width, height, lane)
   std::uint64_t clock_ = 0;
 };
 

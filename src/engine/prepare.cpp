@@ -393,11 +393,13 @@ image::ParallelFor Engine::host_parallel(bool& taken) {
   // together than one thread, for about 25% less wall time: a win on an idle core, a loss on a busy one.
   taken = false;
   if (info_.threads < 2 || host_split_busy_.exchange(true)) return {};
-  if (!network_mu_.try_lock()) {
-    host_split_busy_.store(false);
-    return {};
+  for (std::mutex& m : network_mu_) {
+    if (!m.try_lock()) {
+      host_split_busy_.store(false);
+      return {};
+    }
+    m.unlock();
   }
-  network_mu_.unlock();
   taken = true;
   // The tasks run on this thread's OpenMP team, the threads oneDNN's forward runs on: right after a forward they
   // are still spinning (libgomp's spin-wait) and take the task at once, where a thread of our own would compete with

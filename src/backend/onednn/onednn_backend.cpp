@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -1361,10 +1362,22 @@ class OneDnnBackend final : public Backend {
   std::string device() const override { return "cpu"; }
   std::string precision() const override { return to_string(precision_); }
   int threads() const override { return threads_; }
-  std::size_t workspace_bytes() const override { return workspace_->mapped_bytes(); }
+  std::size_t workspace_bytes() const override {
+    std::size_t total = 0;
+    for (const auto& w : workspaces_) total += w->mapped_bytes();
+    return total;
+  }
   std::size_t weights_bytes() const override { return weight_cache_->bytes(); }
   std::unique_ptr<Executor> plan(const PlanOptions& options) override {
-    return std::make_unique<OneDnnExecutor>(weights_, options, threads_, plan_, eng_, workspace_, weight_cache_,
+    if (options.threads < 0 || options.threads > threads_)
+      throw Error(ErrorKind::InvalidArgument, "plan threads = " + std::to_string(options.threads) +
+                                                  " is out of range (0 = the backend's " + std::to_string(threads_) +
+                                                  ", or 1.." + std::to_string(threads_) + ")");
+    if (options.slot < 0 || options.slot >= kWorkspaceSlots)
+      throw Error(ErrorKind::InvalidArgument, "plan slot = " + std::to_string(options.slot) + " is out of range (0.." +
+                                                  std::to_string(kWorkspaceSlots - 1) + ")");
+    return std::make_unique<OneDnnExecutor>(weights_, options, options.threads ? options.threads : threads_, plan_,
+                                            eng_, workspaces_[static_cast<std::size_t>(options.slot)], weight_cache_,
                                             int8_ ? &act_max_ : nullptr, nullptr, 100,
                                             int8_ ? &int8_weights_ : nullptr);
   }
@@ -1420,7 +1433,7 @@ class OneDnnBackend final : public Backend {
                                                     std::to_string(p.pixels.size()) + " pixels");
       }
       OneDnnExecutor ex(weights_, {p.height, p.width, 0}, threads_, default_layer_plan(Precision::Fp32), eng_,
-                        workspace_, weight_cache_, nullptr, &act_max_, clip, nullptr, tap);
+                        workspaces_[0], weight_cache_, nullptr, &act_max_, clip, nullptr, tap);
       ex.run(p.pixels.data(), true);
     }
     if (!gptq) return;
@@ -1463,7 +1476,9 @@ class OneDnnBackend final : public Backend {
   LayerPlan plan_;
   bool int8_ = false;  // the plan has an Int8 layer
   dnnl::engine eng_;
-  std::shared_ptr<Workspace> workspace_ = std::make_shared<Workspace>();  // shared by every plan (workspace.hpp)
+  // One per slot, shared by every plan of that slot (workspace.hpp).
+  std::array<std::shared_ptr<Workspace>, kWorkspaceSlots> workspaces_{std::make_shared<Workspace>(),
+                                                                      std::make_shared<Workspace>()};
   std::shared_ptr<WeightCache> weight_cache_ = std::make_shared<WeightCache>();
   LayerMax act_max_;          // int8 calibration (empty otherwise)
   Int8Weights int8_weights_;  // int8 calibration: GPTQ's codes (empty with SUPERPOINT_RT_INT8_WEIGHTS=nearest)

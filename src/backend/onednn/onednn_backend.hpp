@@ -14,13 +14,13 @@
 //
 // Memory (issue 19): a plan owns its primitives; the weights in a primitive's layout are shared by the backend's
 // plans that want that layout (WeightCache, about 12 MB in fp32), and its activations, scratchpads, reorder buffers
-// and outputs are blocks of the backend's one workspace (backend/workspace.hpp), placed by their lifetimes, bound at
+// and outputs are blocks of its slot's workspace (backend/workspace.hpp), placed by their lifetimes, bound at
 // run time. The full-resolution block runs in stripes (stripes.hpp, bit-identical), so the busiest step is conv3b's
 // F(4x4,3x3) Winograd transforms (oneDNN's scratchpad, about 145-170 bytes per frame pixel): the workspace is
 // about 250 bytes per frame pixel in fp32 (bench/bench_forward --frame WxH prints it; docs/BENCHMARKS.md).
 //
-// Thread-safety: a Backend may be shared (plan() reads only immutable state); executors of one backend run one at a
-// time (they share the workspace).
+// Thread-safety: a Backend may be shared (plan() reads only immutable state); executors of one workspace slot run
+// one at a time (they share its workspace), executors of different slots side by side.
 //
 // Convolution algorithm (direct vs Winograd) is chosen per layer by a FIXED rule (choose_conv_algo) from the CPU
 // ISA and the layer shape, never by timing at run time: outputs must be bit-identical across runs, processes and

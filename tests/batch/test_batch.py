@@ -243,9 +243,11 @@ def test_image_list_glob_and_failures(reference, tmp_path):
 
 
 def test_sigkill_at_random_moments_then_resume(tmp_path):
-    # 16 small images (links to the same 640x480 frames under different names) so a run lasts a few seconds.
+    # 32 small images (links to the same 640x480 frames under different names) so a run lasts a few seconds: with 16,
+    # a run resumed after a kill could finish within the random wait after its first commit (2 cores, 7 images/s)
+    # and never be killed mid-run.
     srcs = ["icl_250.png", "icl_254.png", "tum_fr3_1341847980.722988.png", "tum_fr3_1341847981.726650.png"]
-    entries = [(f"d{i % 3}/img{i:03d}.png", srcs[i % 4]) for i in range(16)]
+    entries = [(f"d{i % 3}/img{i:03d}.png", srcs[i % 4]) for i in range(32)]
     root = make_tree(tmp_path / "images", entries)
     ref = tmp_path / "ref.h5"
     extract(root, "--output", ref, "--quiet")

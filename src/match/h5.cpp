@@ -91,11 +91,45 @@ std::vector<hsize_t> numeric_dims(hid_t ds, int rank, std::int64_t max_values, c
   if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT && layout != H5D_CHUNKED)
     invalid(where + ": not stored in the file (virtual dataset or unknown layout)");
   if (H5Pget_external_count(dcpl.get()) != 0) invalid(where + ": its values are stored in external files");
+  // HDF5 1.10 trusts the stored sizes of a dataset's values: an unfiltered chunk stored in fewer bytes than its shape
+  // needs was copied past its buffer by H5Dread (fuzz_h5, fuzz/regressions/h5/crash-498b5c1a...: a 505-byte chunk of
+  // 16 x 8 float32). So the bytes stored must be those the shape needs: a compact dataset's (in its object header)
+  // at least every value's, an unfiltered chunk's exactly a whole chunk's (a filtered chunk is decoded into a buffer
+  // of the chunk's size). too_many() bounded the counts: no overflow below.
+  auto product = [](const hsize_t* d, int n) {
+    std::uint64_t v = 1;
+    for (int i = 0; i < n; ++i) v *= d[i];
+    return v;
+  };
+  if (layout == H5D_COMPACT) {
+    const std::uint64_t stored = H5Dget_storage_size(ds), need = product(dims.data(), rank) * value_bytes;
+    if (stored < need)
+      invalid(where + ": compact storage holds " + std::to_string(stored) + " bytes, its shape needs " +
+              std::to_string(need));
+  }
   if (layout == H5D_CHUNKED) {
     hsize_t chunk[H5S_MAX_RANK];
     const int cr = H5Pget_chunk(dcpl.get(), H5S_MAX_RANK, chunk);
     if (cr < 1 || cr > H5S_MAX_RANK) invalid(where + ": unreadable chunk shape");
     if (too_many(chunk, cr, max_values, text)) invalid(where + ": chunks of " + text);
+    if (H5Pget_nfilters(dcpl.get()) == 0) {
+      hsize_t chunks = 0;
+      check(H5Dget_num_chunks(ds, space.get(), &chunks), "cannot count the chunks", where);
+      if (chunks > kMaxCheckedChunks)
+        invalid(where + ": " + std::to_string(chunks) + " unfiltered chunks (at most " +
+                std::to_string(kMaxCheckedChunks) + ")");
+      const std::uint64_t need = product(chunk, cr) * value_bytes;
+      for (hsize_t i = 0; i < chunks; ++i) {
+        hsize_t stored = 0;
+        haddr_t addr = 0;
+        unsigned mask = 0;
+        check(H5Dget_chunk_info(ds, space.get(), i, nullptr, &mask, &addr, &stored), "cannot read a chunk's index",
+              where);
+        if (stored != need)
+          invalid(where + ": an unfiltered chunk stored in " + std::to_string(stored) + " bytes (its shape needs " +
+                  std::to_string(need) + ")");
+      }
+    }
   }
   return dims;
 }

@@ -32,6 +32,10 @@ inline constexpr std::int64_t kMaxRecordValues = std::int64_t{1} << 27;
 inline constexpr std::int64_t kMaxImageSide = std::int64_t{1} << 20;
 /// The widest stored value (bytes) of a numeric dataset: numpy's float128 / h5py's 16-byte floats.
 inline constexpr std::size_t kMaxValueBytes = 16;
+/// At most this many chunks in an unfiltered chunked dataset, each of whose stored size is checked before a read
+/// (h5.cpp numeric_dims; HDF5 1.10 looks each chunk up by its index, so the check's time grows faster than the count).
+/// hloc, h5py's defaults and our batch extraction write feature datasets contiguous.
+inline constexpr std::uint64_t kMaxCheckedChunks = 4096;
 
 /// The descriptors of one image, widened to float32 as hloc's loader does (.float()) and transposed from hloc's
 /// (dim, n) to rows (n, dim): the layout of Features, so that the file path and the in-memory match() run the same

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.hpp"
 #include "match/h5.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "util/half.hpp"
@@ -147,6 +148,19 @@ TEST(H5Files, ChunksOverTheLimitAreRefusedWhateverTheDatasetsSize) {
   EXPECT_EQ(features(bytes).keypoints("a").size(), 1u);  // within the default limit
   const std::string m = error_of([&] { features(bytes, 1 << 16).keypoints("a"); }, ErrorKind::InvalidArgument);
   EXPECT_NE(m.find("[a] keypoints: chunks of 2097152 values (at most 65536)"), std::string::npos) << m;
+}
+
+// fuzz_h5's heap overflow in libhdf5 1.10 (fuzz/regressions/h5/crash-498b5c1a...): an unfiltered 16 x 8 float32
+// chunk stored in 505 bytes was copied past its buffer by H5Dread. The reader refuses it before reading, by name.
+// (Unfiltered chunks of the right size still read: ChunksOverTheLimitAreRefusedWhateverTheDatasetsSize.)
+TEST(H5Files, AnUnfilteredChunkStoredShortIsRefusedBeforeTheRead) {
+  const auto bytes = sprt_test::read_bytes(std::string(SPRT_SOURCE_DIR) +
+                                           "/fuzz/regressions/h5/crash-498b5c1a9198aef1a422ea1901e77b30edb2f86e");
+  const FeatureReader r = features(bytes);
+  ASSERT_EQ(r.names().size(), 1u);
+  const std::string m = error_of([&] { r.read(r.names()[0]); }, ErrorKind::InvalidArgument);
+  EXPECT_NE(m.find("descriptors: an unfiltered chunk stored in 505 bytes (its shape needs 512)"), std::string::npos)
+      << m;
 }
 
 TEST(H5Files, ValuesInExternalFilesAreNotRead) {

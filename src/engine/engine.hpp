@@ -15,8 +15,9 @@
 // each on half the threads (Half0 / Half1, one lane thread each, each its own workspace), and post-processes each
 // image on its lane's thread. No forward then waits at a barrier for a thread that the host work (decode, resize,
 // post-processing) has taken from it, so the cores stay as busy as the forward alone keeps them (issue 21 item 5).
-// Every lane gives the same bits. (Concurrent single requests, a server's clients, taking the half lanes measured
-// slower than one Full forward at a time: 75.7-76.8 against 72.0 ms per image, int8, 4 clients, AMD Zen 4.)
+// Every lane gives the same bits. (Concurrent single requests, a server's clients, taking the half lanes when they
+// meet others in the network stage measured slower than one Full forward at a time: 75.7-76.8 ms per image, and
+// 76.3-76.6 taking whichever lane frees first, against 72.0-72.5; int8, 4 clients, AMD Zen 4.)
 //
 // Memory: the plans (plan_cache.hpp), the pooled contexts (context.hpp) and the requests in flight share one
 // budget (memory_budget.hpp): a request is admitted before it allocates anything but its header.

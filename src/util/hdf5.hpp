@@ -21,11 +21,11 @@ namespace superpoint_rt::util::h5 {
 /// and the '/' between them, hloc's names_to_pair) and a dataset name. Checked as HDF5 walks the file, so that a file
 /// of nested groups cannot make the walk build paths quadratic in its size.
 inline constexpr std::size_t kMaxObjectPathBytes = 2 * kMaxPairNameBytes + 256;
-/// Every object the walk visits is reached through a link stored in the file, and a stored link takes at least this
-/// many bytes (a compact link message: version, flags, name length, a 1-byte name and an 8-byte address; a v1 group's
-/// symbol table entry takes 40): so a file of B bytes has at most B / kMinLinkBytes objects to visit. A file whose
-/// walk visits more is damaged (a group linked many times with a false reference count, which HDF5 then visits once
-/// per path: exponentially many from a few bytes).
+/// The walk (dataset_parents) examines each group's links once, and a stored link takes at least this many bytes (a
+/// compact link message: version, flags, name length, a 1-byte name and an 8-byte address; a v1 group's symbol table
+/// entry takes 40): so a file of B bytes has at most B / kMinLinkBytes links to examine. A file whose walk examines
+/// more is damaged (H5Ovisit walked a group linked many times under a false reference count once per path:
+/// exponentially many from a few bytes; our walk lists each object once, by address).
 inline constexpr std::uint64_t kMinLinkBytes = 8;
 
 /// Owns one HDF5 identifier; `close` is the matching H5?close.
@@ -81,8 +81,9 @@ void write_dataset(hid_t group, const char* name, hid_t file_type, hid_t mem_typ
 
 /// hloc's list_h5_names: the parent group of every dataset, without the leading '/', sorted (datasets at the root
 /// belong to no name and are left out). Throws Error(InvalidArgument) naming the path and the limit for an object
-/// path over kMaxObjectPathBytes or more objects than the file's size allows (kMinLinkBytes), Error(Io) when HDF5
-/// cannot walk the file.
+/// path over kMaxObjectPathBytes or more links than the file's size allows (kMinLinkBytes), Error(Io) when HDF5
+/// cannot walk the file. Hard links only (soft and external links are not followed); an object reached by several
+/// paths is listed under the first, in HDF5's native link order, depth first.
 std::vector<std::string> dataset_parents(hid_t file, const std::string& path);
 
 /// Writes a new part file <dir>/part-<microseconds>-<pid>-<seq>.h5 atomically: creates `dir` when missing, creates

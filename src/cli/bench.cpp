@@ -175,14 +175,16 @@ class ForwardWorker final : public Measurement {
   json measure(const std::string& kind, int iters) override {
     if (kind == "plan") return plan_new_frames(iters);
     if (kind != "forward") throw Error(ErrorKind::InvalidArgument, "forward worker: unknown kind '" + kind + "'");
-    std::vector<double> ms;
+    std::vector<double> ms, cpu;
     const double cpu0 = process_cpu_ms();
     for (int i = 0; i < iters; ++i) {
+      const double c0 = process_cpu_ms();
       const auto t0 = Clock::now();
       exec_->run(input_.data(), true);
       ms.push_back(ms_since(t0));
+      cpu.push_back(process_cpu_ms() - c0);
     }
-    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}, {"plan", exec_->plan_description()}};
+    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}, {"cpu_each", cpu}, {"plan", exec_->plan_description()}};
   }
 
  private:
@@ -251,14 +253,16 @@ class RequestWorker final : public Measurement {
   }
 
   json measure(const std::string& kind, int iters) override {
-    std::vector<double> ms, nonnet, forward;
+    std::vector<double> ms, cpu, nonnet, forward;
     std::size_t keypoints = 0;
     std::array<int, 2> network_size{0, 0};
     const double cpu0 = process_cpu_ms();
     for (int i = 0; i < iters; ++i) {
+      const double c0 = process_cpu_ms();
       const auto t0 = Clock::now();
       const Features f = run_once(kind);
       ms.push_back(ms_since(t0));
+      cpu.push_back(process_cpu_ms() - c0);
       const Timing& t = f.timing_ms;
       nonnet.push_back(t.decode + t.preprocess + t.postprocess);
       forward.push_back(t.forward);
@@ -267,6 +271,7 @@ class RequestWorker final : public Measurement {
     }
     return {{"ms", ms},
             {"cpu_ms", process_cpu_ms() - cpu0},
+            {"cpu_each", cpu},
             {"nonnet_ms", nonnet},
             {"forward", forward},
             {"keypoints", keypoints},
@@ -333,16 +338,18 @@ class ThroughputWorker final : public Measurement {
   }
 
   json measure(const std::string& kind, int iters) override {
-    std::vector<double> ms;
+    std::vector<double> ms, cpu;
     std::size_t images = 0;
     const double cpu0 = process_cpu_ms();
     for (int i = 0; i < iters; ++i) {
+      const double c0 = process_cpu_ms();
       const auto t0 = Clock::now();
       const std::size_t n = run_once(kind);
       ms.push_back(ms_since(t0) / static_cast<double>(n));
+      cpu.push_back((process_cpu_ms() - c0) / static_cast<double>(n));
       images += n;
     }
-    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}, {"images", images}};
+    return {{"ms", ms}, {"cpu_ms", process_cpu_ms() - cpu0}, {"cpu_each", cpu}, {"images", images}};
   }
 
  private:
@@ -514,7 +521,15 @@ struct Series {
   std::vector<double> ms, nonnet_ms, net_ms;  // net_ms: the requests' network part (Timing::forward)
   double cpu_ms = 0;
   double items = 0;  // what cpu_ms covers: iterations, or images for the throughput kinds
-  double cpu_per_item() const { return items > 0 ? cpu_ms / items : std::nan(""); }
+  // Each iteration's CPU ms per item (our workers). Its median goes with the wall time's median: an iteration the
+  // shared machine slowed (a stolen core, while the other thread spins at a barrier) costs CPU as well as wall time,
+  // and the mean CPU over the median wall time read 2.09 cores busy on 2 cores (bf16 forward, one 146 ms outlier
+  // among 95-106 ms).
+  std::vector<double> cpu_each;
+  double cpu_per_item() const {
+    if (!cpu_each.empty()) return percentile(cpu_each, 50);
+    return items > 0 ? cpu_ms / items : std::nan("");
+  }
 };
 
 struct Row {
@@ -537,7 +552,8 @@ struct Row {
 
 // One interface of the throughput table: x net = the forward's p50 / the interface's p50 per image, and the ceiling
 // the host work leaves on these cores, the forward's CPU per image / the interface's CPU per image (forward plus
-// decode, post-processing, writing, serving: every thread of the process). x net / ceiling = how busy the interface
+// decode, post-processing, writing, serving: every thread of the process; each the median of its iterations, as the
+// wall times are). x net / ceiling = how busy the interface
 // keeps the cores against the forward alone (1.0 = as busy).
 struct Throughput {
   double x_net = std::nan(""), ceiling = std::nan("");
@@ -849,6 +865,8 @@ int driver_main(ArgReader& args) {
           if (j.contains("first_run_ms"))  // a plan's first forward
             for (double v : j.at("first_run_ms")) s.net_ms.push_back(v);
           s.cpu_ms += j.value("cpu_ms", 0.0);
+          if (j.contains("cpu_each"))
+            for (double v : j.at("cpu_each")) s.cpu_each.push_back(v);
           s.items += j.value("images", static_cast<double>(j.at("ms").size()));
           double& rss = r->rss[rss_key];
           rss = std::max(rss, j.value("peak_rss_mb", 0.0));
@@ -957,7 +975,7 @@ int driver_main(ArgReader& args) {
         << " clients, npz), and of a batch extraction of the " << folder_images << " images of " << images_dir
         << "\n(mixed sizes); x net = the forward p50 / that p50: the share of the network-only rate reached;\n"
         << "ceil = the forward's CPU ms per image / the interface's CPU ms per image (forward + host work, all "
-           "threads):\n"
+           "threads; medians of the iterations):\n"
         << "the x net the interface would reach keeping the cores as busy as the forward alone does; x/ceil = x net / "
            "ceil\n";
     char th[512];

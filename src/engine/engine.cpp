@@ -79,18 +79,21 @@ Engine::Engine(const Options& options) : options_(options) {
     bo.calibration = calibration_planes(options.calibration);
   }
   options_.calibration.clear();  // caller-owned inputs, valid during from_pretrained only
-  backend_ = backend::create_backend(options.device, weights, bo);
+  if (bo.threads >= 2) compute_ = std::make_unique<engine::ThreadPool>(1);
+  backend_ = on_compute([&] { return backend::create_backend(options.device, weights, bo); });
   networks_ = std::make_unique<engine::NetworkPlans>(*backend_);
   const ResolvedParams defaults = resolve(Params{});
-  const std::shared_ptr<backend::Executor> first = networks_->get(defaults.fixed_width, defaults.fixed_height);
+  const std::shared_ptr<backend::Executor> first =
+      on_compute([&] { return networks_->get(defaults.fixed_width, defaults.fixed_height); });
   log("network planned: " + first->plan_description());
   if (bo.threads >= 2) {
     // Lanes cost a second workspace, and a plan on fewer threads may need a larger one (oneDNN's f32 Winograd
     // transforms the whole frame at once on one thread: 640x480 fp32 needs 140 MB on one thread, 78 MB on two;
     // int8 17 and 22 MB): lists use them only where both lanes together need at most kLanesMemoryFactor times the
     // single forward's workspace. Planned only, not cached (no workspace is touched; lists plan their lanes).
-    const std::unique_ptr<backend::Executor> half =
-        backend_->plan(networks_->options_of(defaults.fixed_width, defaults.fixed_height, engine::Lane::Half1));
+    const std::unique_ptr<backend::Executor> half = on_compute([&] {
+      return backend_->plan(networks_->options_of(defaults.fixed_width, defaults.fixed_height, engine::Lane::Half1));
+    });
     lanes_ = 2.0 * static_cast<double>(half->workspace_bytes()) <=
              kLanesMemoryFactor * static_cast<double>(first->workspace_bytes());
     log(std::string("lists: ") + (lanes_ ? "two forwards side by side" : "one forward at a time") + " (workspace " +
@@ -162,6 +165,7 @@ void Engine::close() {
     networks_.reset();  // the plans go before the backend whose workspace they share
   }
   backend_.reset();
+  compute_.reset();
   contexts_.clear();
   resize_plans_.clear();
 }
@@ -172,6 +176,11 @@ void Engine::release(Prepared& p) {
 }
 
 void Engine::network(Prepared& p, const ResolvedParams& rp, bool reuse_network_output, engine::Lane lane) {
+  // The Full lane's forward runs on the compute thread (engine.hpp): its OpenMP team is the process's only one.
+  if (lane == engine::Lane::Full && compute_ && !compute_->runs_this_thread()) {
+    on_compute([&] { network(p, rp, reuse_network_output, lane); });
+    return;
+  }
   engine::Context& ctx = *p.ctx;
   const int hc = p.frame_h / 8, wc = p.frame_w / 8;
   // The network lock covers the forward, the scores (step 6, which read the logits) and a copy of the descriptor

@@ -79,7 +79,7 @@ Engine::Engine(const Options& options) : options_(options) {
     bo.calibration = calibration_planes(options.calibration);
   }
   options_.calibration.clear();  // caller-owned inputs, valid during from_pretrained only
-  if (bo.threads >= 2) compute_ = std::make_unique<engine::ThreadPool>(1);
+  on_compute_thread_ = bo.threads >= 2;
   backend_ = on_compute([&] { return backend::create_backend(options.device, weights, bo); });
   networks_ = std::make_unique<engine::NetworkPlans>(*backend_);
   const ResolvedParams defaults = resolve(Params{});
@@ -165,7 +165,6 @@ void Engine::close() {
     networks_.reset();  // the plans go before the backend whose workspace they share
   }
   backend_.reset();
-  compute_.reset();
   contexts_.clear();
   resize_plans_.clear();
 }
@@ -176,8 +175,9 @@ void Engine::release(Prepared& p) {
 }
 
 void Engine::network(Prepared& p, const ResolvedParams& rp, bool reuse_network_output, engine::Lane lane) {
-  // The Full lane's forward runs on the compute thread (engine.hpp): its OpenMP team is the process's only one.
-  if (lane == engine::Lane::Full && compute_ && !compute_->runs_this_thread()) {
+  // The Full lane's forward runs on the compute thread (util/compute_thread.hpp): its OpenMP team is the process's
+  // only one.
+  if (lane == engine::Lane::Full && on_compute_thread_ && !util::on_compute_thread()) {
     on_compute([&] { network(p, rp, reuse_network_output, lane); });
     return;
   }

@@ -6,8 +6,8 @@
 //                function per kind of request: the fused JPEG decode + Pillow resize (hf JPEG bytes), the Pillow
 //                8-bit resize of decoded or caller pixels (hf), the float resizes of the hloc / LightGlue presets. A
 //                single request's JPEG decode may also use the compute thread's OpenMP team (host_parallel)
-//   network      (under its lane's network lock; a Full forward on the compute thread: compute_): forward -> scores ->
-//                a copy of the descriptor map
+//   network      (under its lane's network lock; a Full forward on the compute thread: on_compute): forward ->
+//                scores -> a copy of the descriptor map
 //   postprocess  (the same thread, or a worker): NMS -> top-k -> descriptors, without the lock
 // so that list requests prepare the next images and post-process the last one while the network runs.
 //
@@ -42,13 +42,17 @@
 #include "engine/context.hpp"
 #include "engine/memory_budget.hpp"
 #include "engine/plan_cache.hpp"
-#include "engine/thread_pool.hpp"
 #include "image/decode_internal.hpp"
 #include "model/weights.hpp"
 #include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
+#include "util/compute_thread.hpp"
 
 namespace superpoint_rt {
+
+namespace engine {
+class ThreadPool;
+}  // namespace engine
 
 class Engine {
  public:
@@ -108,17 +112,13 @@ class Engine {
   void release(Prepared& prepared);  // returns its context to the pool and its claim to the budget
   void log(const std::string& msg) const;
 
-  // The compute thread (made at load when the backend runs on two threads or more): every multi-threaded OpenMP
-  // region of the engine opens on it (the backend's load, plans and Full-lane forwards, host_parallel's split decode),
-  // so the process has one OpenMP team. libgomp shortens its spin-wait to ~100 iterations once it manages more
-  // threads than there are cores, and every thread that opens a region keeps its own team: a server whose request
-  // threads each ran forwards made its forwards sleep and wake at every barrier (a single request measured
-  // 122.6-124.3 against 118.8-121.2 ms fp32, AMD Zen 4, 2 threads). The half lanes run one thread each: no team.
-  std::unique_ptr<engine::ThreadPool> compute_;
+  // Whether the network's OpenMP regions open on the process's compute thread (util/compute_thread.hpp): where the
+  // backend runs on two threads or more (its load, plans and Full-lane forwards, host_parallel's split decode). The
+  // half lanes run one thread each and open no team.
+  bool on_compute_thread_ = false;
   template <class F>
   auto on_compute(F&& f) -> decltype(f()) {
-    if (!compute_ || compute_->runs_this_thread()) return f();
-    return compute_->submit(std::forward<F>(f)).get();
+    return on_compute_thread_ ? util::on_compute(std::forward<F>(f)) : f();
   }
 
   Options options_;

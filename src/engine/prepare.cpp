@@ -401,10 +401,11 @@ image::ParallelFor Engine::host_parallel(bool& taken) {
     m.unlock();
   }
   taken = true;
-  // The tasks run on the compute thread's OpenMP team (engine.hpp), the threads oneDNN's forward runs on: right after
-  // a forward they are still spinning (libgomp's spin-wait) and take the task at once, where a thread of our own would
-  // compete with them for the core (measured: 10-12 ms against 7 ms on one thread, instead of about 5 ms). The tasks
-  // never wait for each other, so a smaller team (nested calls) runs them one after the other, correctly.
+  // The tasks run on the compute thread's OpenMP team (util/compute_thread.hpp), the threads oneDNN's forward runs on:
+  // right after a forward they are still spinning (libgomp's spin-wait) and take the task at once, where a thread of
+  // our own would compete with them for the core (measured: 10-12 ms against 7 ms on one thread, instead of about 5
+  // ms). The tasks never wait for each other, so a smaller team (nested calls) runs them one after the other,
+  // correctly.
   return [this](int n, const std::function<void(int)>& task) {
     std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
     on_compute([&] {

@@ -8,14 +8,6 @@
 
 namespace superpoint_rt::engine {
 
-namespace {
-thread_local const ThreadPool* t_pool = nullptr;  // the pool whose worker this thread is
-}  // namespace
-
-bool ThreadPool::runs_this_thread() const noexcept {
-  return t_pool == this;
-}
-
 ThreadPool::ThreadPool(int threads) {
   try {
     grow(threads);
@@ -57,7 +49,6 @@ void ThreadPool::grow(int threads) {
 }
 
 void ThreadPool::loop() {
-  t_pool = this;
   for (;;) {
     std::function<void()> job;
     {

@@ -57,10 +57,6 @@ class ThreadPool {
   /// as a failed allocation would. Empty = none.
   void set_submit_hook(std::function<void(std::function<void()>& job)> hook);
 
-  /// Whether the calling thread is one of this pool's workers (a task that would wait for another task of a
-  /// one-thread pool must run it inline instead).
-  bool runs_this_thread() const noexcept;
-
  private:
   void loop();
   void stop_and_join() noexcept;

@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 
+#include "util/compute_thread.hpp"
 #include "util/half.hpp"
 
 namespace superpoint_rt::matching::detail {
@@ -90,8 +91,11 @@ void similarity_block_bf16(const std::uint16_t* a, std::size_t m, const std::uin
 }
 
 void similarity_matrix(const DescriptorsView& a, const DescriptorsView& b, float* c, int threads) {
-  omp_set_num_threads(threads);  // oneDNN's sgemm runs on the calling thread's OpenMP team
-  similarity_block(a, 0, a.n, b, c, b.n);
+  // oneDNN's sgemm runs on the calling thread's OpenMP team: the compute thread's (util/compute_thread.hpp).
+  util::on_compute([&] {
+    omp_set_num_threads(threads);
+    similarity_block(a, 0, a.n, b, c, b.n);
+  });
 }
 
 std::vector<float> random_unit_descriptors(std::size_t n, int dim, unsigned seed) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "match/gemm.hpp"
+#include "util/compute_thread.hpp"
 #include "util/cpu.hpp"
 
 namespace superpoint_rt {
@@ -146,11 +147,19 @@ void Matcher::top2(const DescriptorsView& a, const DescriptorsView& b, Top2& row
   const auto dim = static_cast<std::size_t>(a.dim);
   stats_ = {};
   stats_.screen = screen;
-  if (!run(k, screen, dim, rows, cols)) {
-    stats_.fell_back = true;
-    stats_.screen = Screen::Exact;
-    run(k, Screen::Exact, dim, rows, cols);
-  }
+  // The passes' OpenMP regions open on the process's compute thread (util/compute_thread.hpp), where the engines'
+  // forwards run: a second team would make libgomp stop spinning at the forwards' barriers.
+  const auto passes = [&] {
+    if (!run(k, screen, dim, rows, cols)) {
+      stats_.fell_back = true;
+      stats_.screen = Screen::Exact;
+      run(k, Screen::Exact, dim, rows, cols);
+    }
+  };
+  if (threads_ > 1)
+    util::on_compute(passes);
+  else
+    passes();
 }
 
 bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& rows, Top2& cols) {

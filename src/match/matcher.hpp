@@ -72,8 +72,9 @@ struct ScreenStats {
   std::size_t exact = 0;         ///< similarities computed exactly
 };
 
-/// hloc's NearestNeighbor with reusable work space. Not thread-safe: one Matcher per thread (each call uses its own
-/// OpenMP team of `threads`).
+/// hloc's NearestNeighbor with reusable work space. Not thread-safe: one Matcher per thread. With `threads` > 1 each
+/// call's OpenMP regions open on the process's compute thread (util/compute_thread.hpp): calls of several Matchers,
+/// and the engines' forwards, take turns there.
 class Matcher {
  public:
   /// threads: OpenMP threads per call; 0 = all cores.

@@ -1,16 +1,17 @@
-// Every multi-threaded OpenMP region of an engine opens on its compute thread (engine.hpp), whichever thread calls:
-// libgomp gives every thread that opens a region a team of its own, and once it manages more threads than there are
-// cores it stops spinning at barriers (its forwards then sleep and wake at each one). A server's request threads
-// used to own one team each.
+// Every multi-threaded OpenMP region of the library opens on the process's compute thread (util/compute_thread.hpp),
+// whichever thread calls: libgomp gives every thread that opens a region a team of its own, and once it manages more
+// threads than there are cores it stops spinning at barriers (the forwards then sleep and wake at each one). A
+// server's request threads used to own one team each, and so did a thread that matched.
 //
-// Observable: a team is a thread that lives as long as the thread that opened it. Four callers that each ran a
-// single request (a JPEG: the network and the split decode) and are still alive add four threads to the process, not
-// eight. Their results have the bits of the same request made from the loading thread.
+// Observable: a team is a thread that lives as long as the thread that opened it. Callers that each ran a request,
+// or a two-thread match, and are still alive add themselves to the process's threads, and nothing more. Their
+// results have the bits of the same call made from the test's own thread.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -18,6 +19,8 @@
 
 #include "common/test_util.hpp"
 #include "engine/engine.hpp"
+#include "match/gemm.hpp"
+#include "match/matcher.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
 using namespace superpoint_rt;
@@ -33,9 +36,45 @@ std::size_t process_threads() {
   return n;
 }
 
+// Runs `call` on `callers` new threads and returns how many threads the process had while they were all done but
+// still alive, minus how many it had before. `call` returns whether its result was the expected one.
+std::size_t threads_added(int callers, const std::function<bool()>& call, std::vector<std::string>& failures) {
+  const std::size_t before = process_threads();
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  bool release = false;
+  failures.assign(static_cast<std::size_t>(callers), "");
+  std::vector<std::thread> ts;
+  for (int c = 0; c < callers; ++c)
+    ts.emplace_back([&, c] {
+      std::string failure;
+      try {
+        if (!call()) failure = "a different result";
+      } catch (const std::exception& e) {  // reported, not thrown out of the thread
+        failure = e.what();
+      }
+      std::unique_lock<std::mutex> lock(mu);
+      failures[static_cast<std::size_t>(c)] = failure;
+      ++finished;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });  // alive while the threads are counted
+    });
+  std::size_t during = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return finished == callers; });
+    during = process_threads();
+    release = true;
+  }
+  cv.notify_all();
+  for (auto& t : ts) t.join();
+  return during - before;
+}
+
 }  // namespace
 
-TEST(ComputeThread, CallersOnManyThreadsShareOneOpenMPTeam) {
+TEST(ComputeThread, RequestsOnManyThreadsShareOneOpenMPTeam) {
   Options o;
   o.model = sprt_test::weights_dir();
   o.threads = 2;
@@ -44,40 +83,40 @@ TEST(ComputeThread, CallersOnManyThreadsShareOneOpenMPTeam) {
   const std::vector<std::uint8_t> jpeg = sprt_test::read_bytes(sprt_test::shared_jpegs().front());
   const ImageInput image = ImageInput::bytes(jpeg, "a.jpg");  // a view: `jpeg` outlives it
   const Features alone = engine.run(image, Params{});
-  const std::size_t before = process_threads();
-
-  constexpr int kCallers = 4;
-  std::mutex mu;
-  std::condition_variable cv;
-  int finished = 0;
-  bool release = false;
-  std::vector<int> same(kCallers, 0);
-  std::vector<std::string> errors(kCallers);
-  std::vector<std::thread> callers;
-  for (int c = 0; c < kCallers; ++c)
-    callers.emplace_back([&, c] {
-      try {
+  std::vector<std::string> failures;
+  const std::size_t added = threads_added(
+      4,
+      [&] {
         const Features f = engine.run(image, Params{});
-        same[static_cast<std::size_t>(c)] =
-            f.keypoints == alone.keypoints && f.scores == alone.scores && f.descriptors == alone.descriptors;
-      } catch (const std::exception& e) {  // reported, not thrown out of the thread
-        errors[static_cast<std::size_t>(c)] = e.what();
-      }
-      std::unique_lock<std::mutex> lock(mu);
-      ++finished;
-      cv.notify_all();
-      cv.wait(lock, [&] { return release; });  // alive while the threads are counted
-    });
-  std::size_t during = 0;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return finished == kCallers; });
-    during = process_threads();
-    release = true;
-  }
-  cv.notify_all();
-  for (auto& t : callers) t.join();
-  EXPECT_EQ(during, before + kCallers) << "each caller that ran a request holds an OpenMP team of its own";
-  for (int c = 0; c < kCallers; ++c)
-    EXPECT_TRUE(same[static_cast<std::size_t>(c)]) << "caller " << c << " " << errors[static_cast<std::size_t>(c)];
+        return f.keypoints == alone.keypoints && f.scores == alone.scores && f.descriptors == alone.descriptors;
+      },
+      failures);
+  EXPECT_EQ(added, 4u) << "each caller that ran a request holds an OpenMP team of its own";
+  for (std::size_t c = 0; c < failures.size(); ++c) EXPECT_EQ(failures[c], "") << "caller " << c;
+}
+
+TEST(ComputeThread, MatchesOnOtherThreadsOpenNoTeam) {
+  namespace md = matching::detail;
+  const std::size_t n0 = 700, n1 = 800;
+  const int dim = 256;
+  const std::vector<float> a = md::random_unit_descriptors(n0, dim, 1), b = md::random_unit_descriptors(n1, dim, 2);
+  const DescriptorsView va{a.data(), n0, dim, false}, vb{b.data(), n1, dim, false};
+  const MatchOptions options;
+  md::Matcher here(2);
+  const Matches expected = here.match(va, vb, options);  // starts the compute thread and its team
+  std::vector<float> sim(n0 * n1), sim_here(n0 * n1);
+  md::similarity_matrix(va, vb, sim_here.data(), 2);
+  std::vector<std::string> failures;
+  const std::size_t added = threads_added(
+      2,
+      [&] {
+        md::Matcher m(2);
+        const Matches got = m.match(va, vb, options);
+        std::vector<float> s(n0 * n1);
+        md::similarity_matrix(va, vb, s.data(), 2);
+        return got.matches0 == expected.matches0 && got.scores0 == expected.scores0 && s == sim_here;
+      },
+      failures);
+  EXPECT_EQ(added, 2u) << "each caller that matched holds an OpenMP team of its own";
+  for (std::size_t c = 0; c < failures.size(); ++c) EXPECT_EQ(failures[c], "") << "caller " << c;
 }

@@ -11,7 +11,7 @@
 // Thread-safety: on_compute may be called from any thread; tasks run one at a time in the order they arrive. A task
 // on the compute thread that calls on_compute runs the inner task inline. A task must not wait for another thread
 // that is itself waiting in on_compute (it would wait forever). The thread starts on first use and lives until the
-// process ends.
+// process ends; a fork()ed child starts its own on its first call.
 #pragma once
 
 #include <functional>

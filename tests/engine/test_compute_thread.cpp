@@ -7,6 +7,8 @@
 // or a two-thread match, and are still alive add themselves to the process's threads, and nothing more. Their
 // results have the bits of the same call made from the test's own thread.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -119,4 +121,34 @@ TEST(ComputeThread, MatchesOnOtherThreadsOpenNoTeam) {
       failures);
   EXPECT_EQ(added, 2u) << "each caller that matched holds an OpenMP team of its own";
   for (std::size_t c = 0; c < failures.size(); ++c) EXPECT_EQ(failures[c], "") << "caller " << c;
+}
+
+// A child fork()ed after the model ran has none of the parent's threads: its first request starts a compute thread
+// (and an OpenMP team) of its own, and gives the parent's bits. (It used to wait forever for the parent's.)
+TEST(ComputeThread, AForkedChildRunsRequests) {
+  Options o;
+  o.model = sprt_test::weights_dir();
+  o.threads = 2;
+  o.warmup = WarmupSpec::none();
+  Engine engine(o);
+  const std::vector<std::uint8_t> jpeg = sprt_test::read_bytes(sprt_test::shared_jpegs().front());
+  const ImageInput image = ImageInput::bytes(jpeg, "a.jpg");
+  const Features parent = engine.run(image, Params{});
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(300);  // a child that waits forever ends by SIGALRM instead
+    int code = 2;
+    try {
+      const Features f = engine.run(image, Params{});
+      code = f.keypoints == parent.keypoints && f.descriptors == parent.descriptors ? 0 : 1;
+    } catch (...) {
+    }
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: different bits, 2: the request threw";
+  EXPECT_EQ(engine.run(image, Params{}).keypoints, parent.keypoints);  // the parent's thread still serves
 }

@@ -341,19 +341,22 @@ def test_type_information_is_shipped():
 
 
 def test_python_overhead_over_the_cpp_call(model, capsys):
-    # What the Python layer adds to one call on a 480x640 uint8 plane: the median of (wall - C++ stage timers) of
-    # Python calls minus the same for C++ calls timed inside C++, interleaved (bench/bench_first_call.py --overhead
-    # is the full measurement; the target there is < 0.2 ms). Bound generously here: CI machines are shared.
+    # What the Python layer adds to one call on a 480x640 uint8 plane: the least (wall - C++ stage timers) of Python
+    # calls minus the same for C++ calls timed inside C++, interleaved (bench/bench_first_call.py --overhead is the
+    # full measurement, by medians; the target there is < 0.2 ms). Here the least of 16: ctest runs another test
+    # beside this one, and each call hands its forward to the compute thread and back (util/compute_thread.hpp),
+    # two wake-ups that a loaded machine delays by milliseconds, in both kinds of call alike (the median of 8 read
+    # 0.15-3.6 ms with two busy processes beside it, 0.10-0.12 without). Bound generously: CI machines are shared.
     plane = np.ascontiguousarray(synthetic_image(640, 480, seed=1)[:, :, 0])
     model(plane)
     py, cpp = [], []
-    for _ in range(8):
+    for _ in range(16):
         t = time.perf_counter()
         out = model(plane)
         py.append((time.perf_counter() - t) * 1000.0 - sum(out.timing_ms.values()))
         (wall, stages), = model._core.time_cpp_calls(plane, 1, 1024, 0.005, 4, True, False, False)
         cpp.append(wall * 1000.0 - stages)
-    overhead = float(np.median(py) - np.median(cpp))
+    overhead = float(np.min(py) - np.min(cpp))
     with capsys.disabled():
         print(f"\nPython overhead per call (480x640 plane): {overhead * 1000:.0f} us")
     assert overhead < 1.0, f"the Python layer adds {overhead:.3f} ms per call"

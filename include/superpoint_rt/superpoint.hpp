@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -171,6 +172,15 @@ class SuperPoint {
   /// Invalid params or a closed model still throw.
   std::vector<std::variant<Features, Error>> run_each(std::span<const ImageInput> images, const Params& params = {},
                                                       int num_workers = 4) const;
+
+  /// Receives one result of a streamed list: the image's index in the list and its Features or the Error it raised.
+  using ResultSink = std::function<void(std::size_t index, std::variant<Features, Error>&& result)>;
+  /// Like run_each above, but hands each result to `sink` instead of returning them: in input order, on the calling
+  /// thread, as soon as that image and every earlier one are done (while the network runs the next ones). A list of
+  /// any length then holds the results of a few images at a time (about 2 * num_workers + 3), not of the whole list.
+  /// An exception from `sink` stops the list: the images in flight finish, then it propagates.
+  void run_each(std::span<const ImageInput> images, const Params& params, int num_workers,
+                const ResultSink& sink) const;
 
   /// Prepares more variants; steps that are already prepared are skipped. Returns seconds per step that ran.
   std::map<std::string, double> warmup(const WarmupSpec& spec) const;

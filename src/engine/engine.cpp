@@ -314,8 +314,8 @@ engine::ThreadPool& Engine::worker_pool(int workers) {
 }
 
 engine::ThreadPool& Engine::lane_thread(engine::Lane lane) {
-  // One thread per lane, shared by every list: concurrent lists (batch extraction keeps two chunks in flight) queue
-  // on the lane's thread instead of holding one thread each while they wait for the lane's workspace.
+  // One thread per lane, shared by every list: concurrent lists queue on the lane's thread (by rank, run_each)
+  // instead of holding one thread each while they wait for the lane's workspace.
   std::lock_guard<std::mutex> lock(pool_mu_);
   auto& t = lane_threads_[static_cast<std::size_t>(engine::NetworkPlans::slot_of(lane))];
   if (!t) t = std::make_unique<engine::ThreadPool>(1);
@@ -323,7 +323,8 @@ engine::ThreadPool& Engine::lane_thread(engine::Lane lane) {
 }
 
 std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const ImageInput> images, const Params& request,
-                                                            int num_workers, bool stop_at_first_error) {
+                                                            int num_workers, bool stop_at_first_error,
+                                                            const SuperPoint::ResultSink* sink) {
   const ResolvedParams params = resolve(request);
   check_fixed_frame(params, "the request", options_.max_frame_pixels);
   if (num_workers < 0)
@@ -362,6 +363,7 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
         if (stop_at_first_error) throw;
         out.emplace_back(e);
       }
+      if (sink) (*sink)(i, std::move(out.back()));
     }
     return out;
   }
@@ -370,10 +372,14 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
   // order; the workers then post-process each image (steps 7-12) while this thread runs the next forward. At most
   // `ahead` post-processings are pending, so the contexts in flight stay bounded (2 * ahead + 1).
   // With lanes (list_lanes(), decided at load), this thread hands image i's network and post-processing to lane i % 2
-  // instead, once that lane's previous image is done: two forwards on half the threads each, side by side.
+  // instead: two forwards on half the threads each, side by side.
+  // Every task of this list carries its rank: where concurrent lists share the workers and the lanes, the earlier
+  // list's images go first, so it finishes (and its caller goes on) while the later one still computes, instead of
+  // both finishing together at the end. Its images reach the lanes as soon as they are prepared, without waiting for
+  // the lane's previous image: a later list's image queued meanwhile would otherwise take the lane first.
   engine::ThreadPool& workers = worker_pool(num_workers);
+  const std::uint64_t rank = next_list_rank_.fetch_add(1, std::memory_order_relaxed);
   const bool lanes = list_lanes();
-  std::array<std::size_t, 2> lane_last{images.size(), images.size()};  // each lane's image in flight (none: size)
   std::vector<std::future<Prepared>> pending(images.size());
   std::vector<std::future<Features>> done(images.size());
   out.resize(images.size(), Error(ErrorKind::Internal, "not processed"));
@@ -398,9 +404,9 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
       const engine::MemoryBudget::Claim claim = claim_of(src, params);
       engine::MemoryBudget::Ticket t = wait ? budget_->admit(claim, src.what) : budget_->try_admit(claim, src.what);
       if (!t.held()) return false;
-      pending[k] = workers.submit([&prepare_one, s = std::move(src), t = std::move(t)]() mutable {
-        return prepare_one(std::move(s), std::move(t));
-      });
+      pending[k] = workers.submit([&prepare_one, s = std::move(src),
+                                   t = std::move(t)]() mutable { return prepare_one(std::move(s), std::move(t)); },
+                                  rank);
     } catch (const Error& e) {
       out[k] = e;
       failed_early[k] = 1;
@@ -415,10 +421,9 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
     release(*p);
     return f;
   };
-  std::size_t collected = 0;  // the post-processings of images [0, collected) are done
-  auto collect_upto = [&](std::size_t limit) {
-    for (; collected < limit; ++collected) {
-      if (!done[collected].valid()) continue;
+  std::size_t collected = 0;  // the results of images [0, collected) are in `out` (or went to the sink)
+  auto collect_one = [&] {
+    if (done[collected].valid()) {
       try {
         out[collected] = done[collected].get();
       } catch (const Error& e) {
@@ -427,6 +432,18 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
         fail(collected, oom(collected));
       }
     }
+    if (sink) (*sink)(collected, std::move(out[collected]));
+    ++collected;
+  };
+  auto collect_upto = [&](std::size_t limit) {
+    while (collected < limit) collect_one();
+  };
+  // Also the results of images before `limit` (all handed over: a task, or failed) that are ready now, so that a sink
+  // gets them while the network runs the next images rather than `ahead` images later.
+  auto collect_ready = [&](std::size_t limit) {
+    while (collected < limit &&
+           (!done[collected].valid() || done[collected].wait_for(std::chrono::seconds(0)) == std::future_status::ready))
+      collect_one();
   };
   // Every task refers to this frame (prepare_one, post_one, `params`) and to the caller's `images`: whatever leaves
   // here (a failed submit, an exception that is not an Error) first waits for every task submitted (issue 19 §4).
@@ -451,6 +468,7 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
       while (!stop && submitted < std::min(images.size(), i + 1 + ahead) && admit_and_submit(submitted, false))
         ++submitted;
       if (i >= ahead) collect_upto(i - ahead);
+      collect_ready(i);
       if (failed_early[i]) stop = stop || stop_at_first_error;
       if (!pending[i].valid()) continue;  // failed before its task (out[i] says why), or never queued after a stop
       try {
@@ -460,20 +478,18 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
           continue;  // drain the futures that were submitted (they reference `images`)
         }
         if (lanes) {
-          const std::size_t k = i % 2;
-          if (lane_last[k] < images.size() && done[lane_last[k]].valid())
-            done[lane_last[k]].wait();  // the lane's previous image (collected later, or already)
-          const engine::Lane lane = k ? engine::Lane::Half1 : engine::Lane::Half0;
-          done[i] = lane_thread(lane).submit([this, &params, &post_one, p, lane] {
-            try {
-              network(*p, params, false, lane);
-            } catch (...) {
-              release(*p);
-              throw;
-            }
-            return post_one(p);
-          });
-          lane_last[k] = i;
+          const engine::Lane lane = i % 2 ? engine::Lane::Half1 : engine::Lane::Half0;
+          done[i] = lane_thread(lane).submit(
+              [this, &params, &post_one, p, lane] {
+                try {
+                  network(*p, params, false, lane);
+                } catch (...) {
+                  release(*p);
+                  throw;
+                }
+                return post_one(p);
+              },
+              rank);
           continue;
         }
         try {
@@ -482,7 +498,7 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
           release(*p);
           throw;
         }
-        done[i] = workers.submit([&post_one, p] { return post_one(p); });
+        done[i] = workers.submit([&post_one, p] { return post_one(p); }, rank);
       } catch (const Error& e) {
         fail(i, e);
       } catch (const std::bad_alloc&) {

@@ -60,8 +60,11 @@ class Engine {
   ~Engine();
 
   Features run(const ImageInput& image, const Params& params);
+  /// With `sink`, each result goes there in input order as soon as it is collected and the returned vector holds
+  /// only placeholders (SuperPoint::run_each with a ResultSink).
   std::vector<std::variant<Features, Error>> run_each(std::span<const ImageInput> images, const Params& params,
-                                                      int num_workers, bool stop_at_first_error);
+                                                      int num_workers, bool stop_at_first_error,
+                                                      const SuperPoint::ResultSink* sink = nullptr);
   std::map<std::string, double> warmup(const WarmupSpec& spec);
   void close();
   bool closed() const noexcept { return closed_.load(); }
@@ -140,6 +143,8 @@ class Engine {
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;
   std::array<std::unique_ptr<engine::ThreadPool>, 2> lane_threads_;  // Half0, Half1; guarded by pool_mu_ like pool_
+  // Each list's rank in the worker pool and the lane threads (ThreadPool::submit): lists started earlier go first.
+  std::atomic<std::uint64_t> next_list_rank_{0};
 
   std::atomic<bool> host_split_busy_{false};  // a request is decoding on two threads (host_parallel)
 

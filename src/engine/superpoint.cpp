@@ -78,6 +78,12 @@ std::vector<std::variant<Features, Error>> SuperPoint::run_each(std::span<const 
   return live(engine_).run_each(images, params, num_workers, /*stop_at_first_error=*/false);
 }
 
+void SuperPoint::run_each(std::span<const ImageInput> images, const Params& params, int num_workers,
+                          const ResultSink& sink) const {
+  if (!sink) throw Error(ErrorKind::InvalidArgument, "run_each: the result sink is empty");
+  live(engine_).run_each(images, params, num_workers, /*stop_at_first_error=*/false, &sink);
+}
+
 std::map<std::string, double> SuperPoint::warmup(const WarmupSpec& spec) const {
   return live(engine_).warmup(spec);
 }

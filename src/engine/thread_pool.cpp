@@ -55,8 +55,9 @@ void ThreadPool::loop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stop_ and nothing left
-      job = std::move(queue_.front());
-      queue_.pop();
+      std::pop_heap(queue_.begin(), queue_.end());
+      job = std::move(queue_.back().run);
+      queue_.pop_back();
     }
     job();  // packaged_task stores exceptions in its future
   }

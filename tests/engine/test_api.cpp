@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include "common/test_util.hpp"
@@ -253,6 +254,43 @@ TEST(Lists, RunEachReportsPerImageErrorsInOrder) {
     expect_same(std::get<Features>(r[2]), model().run(in[2]));
     EXPECT_THROW(model().run(in, {}, workers), Error);
   }
+}
+
+// run_each with a sink hands over each result in input order, the same results run_each returns, at every worker
+// count; an exception from the sink stops the list and propagates, and the model still serves the next list.
+TEST(Lists, ASinkGetsRunEachsResultsInOrder) {
+  std::vector<ImageInput> in = {ImageInput::file(img("icl_250.png")), ImageInput::file("/no/such/file.png"),
+                                ImageInput::file(img("skimage_coins.png")), ImageInput::file(img("icl_254.png")),
+                                ImageInput::file(img("opencv_box.png"))};
+  const auto ref = model().run_each(in, {}, 0);
+  for (int workers : {0, 1, 3}) {
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    std::vector<std::size_t> order;
+    std::vector<std::variant<Features, Error>> got;
+    model().run_each(in, {}, workers, [&](std::size_t i, std::variant<Features, Error>&& r) {
+      order.push_back(i);
+      got.push_back(std::move(r));
+    });
+    ASSERT_EQ(order.size(), in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(order[i], i);
+      ASSERT_EQ(got[i].index(), ref[i].index()) << i;
+      if (const auto* f = std::get_if<Features>(&got[i]))
+        expect_same(*f, std::get<Features>(ref[i]));
+      else
+        EXPECT_STREQ(std::get<Error>(got[i]).what(), std::get<Error>(ref[i]).what());
+    }
+    std::size_t seen = 0;
+    EXPECT_THROW(model().run_each(in, {}, workers,
+                                  [&](std::size_t i, std::variant<Features, Error>&&) {
+                                    seen = i + 1;
+                                    if (i == 2) throw std::runtime_error("the sink stops at 2");
+                                  }),
+                 std::runtime_error);
+    EXPECT_EQ(seen, 3u);
+    expect_same(std::get<Features>(model().run_each(in, {}, workers)[4]), std::get<Features>(ref[4]));
+  }
+  EXPECT_THROW(model().run_each(in, {}, 1, SuperPoint::ResultSink{}), Error);
 }
 
 // The list pipeline (prepare on workers, network in order, post-processing on workers beside the next forward)

@@ -8,11 +8,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/test_util.hpp"
+#include "engine/thread_pool.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
 using namespace superpoint_rt;
@@ -71,4 +73,23 @@ TEST(Pool, ListsKeepTheirWorkersWhileOtherCallsGrowThePool) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(mismatches.load(), 0);
+}
+
+// Tasks run the lowest rank first and, within a rank, in submission order; unranked tasks after every ranked one.
+// (Lists rank their tasks by when they started, so that of two lists in flight the earlier one finishes first.)
+TEST(Pool, RunsTheLowestRankFirstThenInSubmissionOrder) {
+  engine::ThreadPool pool(1);
+  std::promise<void> open;
+  std::shared_future<void> opened = open.get_future().share();
+  auto blocker = pool.submit([opened] { opened.wait(); });  // holds the one worker while the others queue
+  std::vector<char> ran;                                    // written by the one worker only
+  std::vector<std::future<void>> fs;
+  const std::uint64_t u = engine::ThreadPool::kUnranked;
+  const std::vector<std::pair<char, std::uint64_t>> jobs = {{'a', 7}, {'b', u}, {'c', 2}, {'d', 7},
+                                                            {'e', 2}, {'f', u}, {'g', 0}};
+  for (const auto& [name, rank] : jobs) fs.push_back(pool.submit([&ran, name = name] { ran.push_back(name); }, rank));
+  open.set_value();
+  blocker.get();
+  for (auto& f : fs) f.get();
+  EXPECT_EQ(std::string(ran.begin(), ran.end()), "gceadbf");
 }

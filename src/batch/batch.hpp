@@ -15,9 +15,11 @@
 // Crash safety: HDF5 1.10 updates metadata in place, so a process killed while it writes can leave a file no
 // reader opens. A run therefore never writes into a file that holds finished work: each chunk of finished images
 // goes to a new "part" file <output>.parts/part-*.h5 written under a temporary name, flushed and renamed (atomic on
-// POSIX); at the end of the run the old output and the parts are merged into <output>.tmp, which is renamed over
-// <output>, and the parts are removed. A run killed at any moment leaves <output> (the previous complete state)
-// and complete part files, each readable by h5py/hloc; `extract --skip-existing` (or `merge`) folds them in.
+// POSIX); when the last chunk starts, the old output and the parts are merged into <output>.tmp, the last chunk's
+// images are written straight into it as they come (no part file for them), and at the end it is renamed over
+// <output> and the parts are removed. A run killed at any moment leaves <output> (the previous complete state) and
+// complete part files, each readable by h5py/hloc; `extract --skip-existing` (or `merge`) folds them in. A run killed
+// during its last chunk loses only that chunk, which the next run computes again.
 //
 // Thread-safety: Debian's HDF5 is built without thread-safety, so every function here that touches HDF5 holds one
 // process-wide lock; separate runs may go on in parallel threads (their HDF5 writes take turns). A PartWriter is
@@ -26,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,15 +84,27 @@ struct HlocFeatures {
 /// / network size)) whatever the convention `f` was computed in (`output`, the request's), descriptors transposed.
 HlocFeatures to_hloc(const Features& f, OutputConvention output = OutputConvention::Hf);
 
+namespace detail {
+class Merger;  // h5.cpp
+}
+
 /// Writes part files: add() keeps the image in memory, commit() writes everything added since the last commit to a
-/// new part file atomically (see the file comment).
+/// new part file atomically (see the file comment). The end of a run: start_final() begins the merge of the parts
+/// and the output's existing images into <output>.tmp (merge_h5 with overwrite and include_existing), which then
+/// takes the images added before and after it directly (they win over a name already there); finish() renames it
+/// over the output. Starting the merge before the last images are computed overlaps its copies with their forwards.
 class PartWriter {
  public:
   PartWriter(std::string parts_dir, bool as_half, OutputConvention output = OutputConvention::Hf);
+  ~PartWriter();  // removes <output>.tmp of a merge that was started and not finished
   void add(const std::string& name, const Features& f);
-  /// Returns the number of images committed.
+  /// Returns the number of images committed. Not after start_final().
   std::size_t commit();
   std::size_t pending() const { return pending_.size(); }
+  void start_final(const std::vector<std::string>& parts, const std::string& output);
+  bool finishing() const { return final_ != nullptr; }
+  /// After start_final(). Returns the number of images in the output.
+  std::size_t finish();
 
  private:
   std::string dir_;
@@ -97,6 +112,7 @@ class PartWriter {
   OutputConvention output_;
   std::size_t seq_ = 0;
   std::vector<std::pair<std::string, HlocFeatures>> pending_;
+  std::unique_ptr<detail::Merger> final_;  // after start_final()
 };
 
 /// Copies every image of `inputs` (in order) into `output`, written as <output>.tmp and renamed over it. When
@@ -135,7 +151,7 @@ struct RunConfig {
   bool skip_existing = false;
   bool overwrite = false;            // start from an empty output (removes the old file and its parts)
   int workers = 2;                   // decode/resize threads ahead of the network
-  std::size_t chunk = 4;             // images per run_each call and per part file (two calls in flight)
+  std::size_t chunk = 8;             // images per part file (and per on_progress call)
   std::string report;                // report path; empty = <output>.report.json (no report without output)
   std::string shard;                 // "i/n" for the report
   Spelling spelling = kCliSpelling;  // for the messages of prepare() and run()

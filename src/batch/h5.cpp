@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "batch/batch.hpp"
@@ -62,6 +63,102 @@ std::vector<std::string> list_h5_names(const std::string& path) {
   return util::h5::dataset_parents(f.get(), path);
 }
 
+namespace detail {
+
+/// A merge in progress: <output>.tmp holds the output's existing images (include_existing) and those of `inputs` (in
+/// order; with `overwrite` the later source wins), takes further groups through write(), and finish() renames it
+/// over <output>. Destroyed unfinished, it removes <output>.tmp. Each call holds the HDF5 lock.
+class Merger {
+ public:
+  Merger(const std::vector<std::string>& inputs, const std::string& output, bool overwrite, bool include_existing)
+      : output_(output), tmp_(output + ".tmp") {
+    std::lock_guard lock(util::h5::lock());
+    const bool existing = include_existing && fs::exists(output);
+    // Check everything before writing anything: every source readable, no duplicate unless overwrite.
+    std::map<std::string, std::string> source_of;  // name -> file
+    if (existing)
+      for (auto& n : list_h5_names(output)) source_of[n] = output;
+    std::vector<std::vector<std::string>> names(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (fs::exists(output) && fs::equivalent(inputs[i], output))
+        throw Error(ErrorKind::InvalidArgument, "merge: the input " + inputs[i] + " is the output");
+      names[i] = list_h5_names(inputs[i]);
+      for (const auto& n : names[i]) {
+        auto [it, inserted] = source_of.emplace(n, inputs[i]);
+        if (!inserted && !overwrite)
+          throw Error(ErrorKind::InvalidArgument, "merge: image '" + n + "' is in both " + it->second + " and " +
+                                                      inputs[i] + " (use --overwrite to keep the later one)");
+        it->second = inputs[i];
+      }
+    }
+    std::error_code ec;
+    fs::remove(tmp_, ec);
+    try {
+      if (existing) {
+        fs::copy_file(output, tmp_, fs::copy_options::overwrite_existing, ec);
+        if (ec) io_error("cannot copy to " + tmp_ + " (" + ec.message() + ")", output);
+      }
+      dst_.emplace(existing ? open_file(tmp_, H5F_ACC_RDWR) : create_file(tmp_));
+      if (existing)
+        for (auto& n : util::h5::dataset_parents(dst_->get(), tmp_)) present_.insert(n);
+      Hid lcpl = util::h5::intermediate_groups();
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        Hid src = open_file(inputs[i], H5F_ACC_RDONLY);
+        for (const auto& n : names[i]) {
+          replace(n);
+          check(H5Ocopy(src.get(), n.c_str(), dst_->get(), n.c_str(), H5P_DEFAULT, lcpl.get()), "cannot copy " + n,
+                inputs[i]);
+        }
+      }
+    } catch (...) {
+      remove_tmp();
+      throw;
+    }
+  }
+  Merger(const Merger&) = delete;
+  Merger& operator=(const Merger&) = delete;
+  ~Merger() {
+    if (!done_) remove_tmp();
+  }
+
+  /// One more image (it replaces one of the same name).
+  void write(const std::string& name, const HlocFeatures& h, bool half) {
+    std::lock_guard lock(util::h5::lock());
+    replace(name);
+    write_group(dst_->get(), name, h, half, tmp_);
+    util::start_writeback(tmp_);
+  }
+
+  /// Closes <output>.tmp and renames it over <output>. Returns the number of images in it.
+  std::size_t finish() {
+    {
+      std::lock_guard lock(util::h5::lock());
+      check(dst_->close(), "cannot close", tmp_);
+    }
+    util::rename_into_place(tmp_, output_);
+    done_ = true;
+    return present_.size();
+  }
+
+ private:
+  void replace(const std::string& n) {  // the caller holds the lock
+    if (!present_.insert(n).second) check(H5Ldelete(dst_->get(), n.c_str(), H5P_DEFAULT), "cannot replace " + n, tmp_);
+  }
+  void remove_tmp() noexcept {
+    std::lock_guard lock(util::h5::lock());
+    dst_.reset();
+    std::error_code ec;
+    fs::remove(tmp_, ec);
+  }
+
+  std::string output_, tmp_;
+  std::optional<Hid> dst_;
+  std::set<std::string> present_;  // the images in <output>.tmp
+  bool done_ = false;
+};
+
+}  // namespace detail
+
 HlocFeatures to_hloc(const Features& f, OutputConvention output) {
   HlocFeatures h;
   h.height = f.image_size[0];
@@ -90,8 +187,14 @@ HlocFeatures to_hloc(const Features& f, OutputConvention output) {
   if (f.has_descriptors) {
     const std::size_t d = static_cast<std::size_t>(f.descriptor_dim);
     h.descriptors.resize(d * n);
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t k = 0; k < d; ++k) h.descriptors[k * n + i] = f.descriptors[i * d + k];
+    // In blocks of 16 keypoints: each output row gets a whole cache line at a time, and the block's 16 input rows
+    // stay in L1 (element by element, every store went to another row n floats away: 1.5 ms per 2000 keypoints).
+    constexpr std::size_t kBlock = 16;
+    for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+      const std::size_t i1 = std::min(n, i0 + kBlock);
+      for (std::size_t k = 0; k < d; ++k)
+        for (std::size_t i = i0; i < i1; ++i) h.descriptors[k * n + i] = f.descriptors[i * d + k];
+    }
   }
   // hloc: uncertainty = getattr(model, "detection_noise", 1) * scales.mean(); SuperPoint.detection_noise = 2.0;
   // np.mean of float32 is float32, the product with a Python float is float64 (numpy 1.x).
@@ -104,10 +207,14 @@ PartWriter::PartWriter(std::string parts_dir, bool as_half, OutputConvention out
     : dir_(std::move(parts_dir)), as_half_(as_half), output_(output) {}
 
 void PartWriter::add(const std::string& name, const Features& f) {
-  pending_.emplace_back(name, to_hloc(f, output_));
+  if (final_)
+    final_->write(name, to_hloc(f, output_), as_half_);
+  else
+    pending_.emplace_back(name, to_hloc(f, output_));
 }
 
 std::size_t PartWriter::commit() {
+  if (final_) throw Error(ErrorKind::Internal, "PartWriter::commit after start_final");
   if (pending_.empty()) return 0;
   std::lock_guard lock(util::h5::lock());
   util::h5::write_part_file(dir_, seq_++, [&](hid_t file, const std::string& tmp) {
@@ -129,54 +236,22 @@ std::vector<std::string> part_files(const std::string& output) {
 
 std::size_t merge_h5(const std::vector<std::string>& inputs, const std::string& output, bool overwrite,
                      bool include_existing) {
-  std::lock_guard lock(util::h5::lock());
-  const bool existing = include_existing && fs::exists(output);
-  // Check everything before writing anything: every source readable, no duplicate unless overwrite.
-  std::map<std::string, std::string> source_of;  // name -> file
-  if (existing)
-    for (auto& n : list_h5_names(output)) source_of[n] = output;
-  std::vector<std::vector<std::string>> names(inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (fs::exists(output) && fs::equivalent(inputs[i], output))
-      throw Error(ErrorKind::InvalidArgument, "merge: the input " + inputs[i] + " is the output");
-    names[i] = list_h5_names(inputs[i]);
-    for (const auto& n : names[i]) {
-      auto [it, inserted] = source_of.emplace(n, inputs[i]);
-      if (!inserted && !overwrite)
-        throw Error(ErrorKind::InvalidArgument, "merge: image '" + n + "' is in both " + it->second + " and " +
-                                                    inputs[i] + " (use --overwrite to keep the later one)");
-      it->second = inputs[i];
-    }
-  }
-  const std::string tmp = output + ".tmp";
-  std::error_code ec;
-  fs::remove(tmp, ec);
-  try {
-    if (existing) {
-      fs::copy_file(output, tmp, fs::copy_options::overwrite_existing, ec);
-      if (ec) io_error("cannot copy to " + tmp + " (" + ec.message() + ")", output);
-    }
-    Hid dst = existing ? open_file(tmp, H5F_ACC_RDWR) : create_file(tmp);
-    std::set<std::string> present;
-    if (existing)
-      for (auto& n : util::h5::dataset_parents(dst.get(), tmp)) present.insert(n);
-    Hid lcpl = util::h5::intermediate_groups();
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      Hid src = open_file(inputs[i], H5F_ACC_RDONLY);
-      for (const auto& n : names[i]) {
-        if (present.count(n)) check(H5Ldelete(dst.get(), n.c_str(), H5P_DEFAULT), "cannot replace " + n, tmp);
-        check(H5Ocopy(src.get(), n.c_str(), dst.get(), n.c_str(), H5P_DEFAULT, lcpl.get()), "cannot copy " + n,
-              inputs[i]);
-        present.insert(n);
-      }
-    }
-    check(dst.close(), "cannot close", tmp);
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-  util::rename_into_place(tmp, output);
-  return source_of.size();
+  return detail::Merger(inputs, output, overwrite, include_existing).finish();
+}
+
+PartWriter::~PartWriter() = default;
+
+void PartWriter::start_final(const std::vector<std::string>& parts, const std::string& output) {
+  final_ = std::make_unique<detail::Merger>(parts, output, /*overwrite=*/true, /*include_existing=*/true);
+  for (const auto& [name, h] : pending_) final_->write(name, h, as_half_);
+  pending_.clear();
+}
+
+std::size_t PartWriter::finish() {
+  if (!final_) throw Error(ErrorKind::Internal, "PartWriter::finish without start_final");
+  const std::size_t n = final_->finish();
+  final_.reset();
+  return n;
 }
 
 }  // namespace superpoint_rt::batch

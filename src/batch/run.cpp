@@ -2,10 +2,8 @@
 // files, the final merge, the report). See batch.hpp.
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -66,58 +64,52 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
 
   PartWriter writer(parts_dir, config.as_half, resolve(params).output);
   const std::size_t chunk = std::max<std::size_t>(1, config.chunk);
-  // Two chunks in flight: the workers of chunk k+1 decode and resize while the network runs the end of chunk k, so
-  // the pipeline does not drain at every chunk boundary even though chunks (= commits) are small.
-  using Results = std::vector<std::variant<Features, Error>>;
-  const auto launch = [&](std::size_t start) {
-    return std::async(std::launch::async, [&model, &params, &todo, &config, start, chunk] {
-      std::vector<ImageInput> inputs;
-      for (std::size_t i = start; i < std::min(todo.size(), start + chunk); ++i)
-        inputs.push_back(ImageInput::file(todo[i].path));
-      return model.run_each(inputs, params, config.workers);
-    });
-  };
-  std::deque<std::future<Results>> in_flight;
-  std::size_t next = 0;
-  for (; next < todo.size() && in_flight.size() < 2; next += chunk) in_flight.push_back(launch(next));
-  for (std::size_t start = 0; start < todo.size(); start += chunk) {
-    Results results = in_flight.front().get();
-    in_flight.pop_front();
-    if (next < todo.size()) {
-      in_flight.push_back(launch(next));
-      next += chunk;
-    }
-    const std::size_t end = std::min(todo.size(), start + chunk);
-    std::size_t ok = 0;
-    for (std::size_t i = start; i < end; ++i) {
-      auto& r = results[i - start];
-      if (auto* e = std::get_if<Error>(&r)) {
-        rep.failed.push_back({todo[i].name, todo[i].path, e->what()});
-        continue;
-      }
+  // One list for the whole run, its results streamed in input order (run_each with a sink): the network never drains
+  // at a chunk boundary, the results of only a few images are held at a time, and each chunk's part file is written
+  // while the network runs the next images.
+  std::vector<ImageInput> inputs;
+  inputs.reserve(todo.size());
+  for (const auto& e : todo) inputs.push_back(ImageInput::file(e.path));
+  std::size_t ok = 0;  // images of the current chunk that succeeded
+  // The last chunk's images go straight into the merged output (PartWriter::start_final), whose merge of the parts
+  // starts when that chunk does, while the network computes it.
+  const std::size_t last_chunk = todo.empty() ? 0 : (todo.size() - 1) / chunk * chunk;
+  if (h5 && !todo.empty() && last_chunk == 0) writer.start_final(part_files(config.output), config.output);
+  model.run_each(inputs, params, config.workers, [&](std::size_t i, std::variant<Features, Error>&& r) {
+    if (auto* failure = std::get_if<Error>(&r)) {
+      rep.failed.push_back({todo[i].name, todo[i].path, failure->what()});
+    } else {
       const Features& f = std::get<Features>(r);
+      bool written = true;
       try {
         if (config.on_result) config.on_result(todo[i], f);
       } catch (const Error& e) {
         rep.failed.push_back({todo[i].name, todo[i].path, e.what()});
-        continue;
+        written = false;
       }
-      if (h5) writer.add(todo[i].name, f);
-      ++ok;
+      if (written) {
+        if (h5) writer.add(todo[i].name, f);
+        ++ok;
+      }
     }
-    if (h5) writer.commit();
+    const std::size_t end = i + 1;
+    if (end % chunk != 0 && end != todo.size()) return;
+    if (h5 && end < todo.size()) writer.commit();
+    if (h5 && end == last_chunk) writer.start_final(part_files(config.output), config.output);
     rep.processed += ok;
+    ok = 0;
     if (config.on_progress)
       config.on_progress(end, todo.size(),
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  if (h5) {
+  });
+  if (h5 && todo.empty()) {  // nothing new: fold in the parts of killed runs, or write an empty output
     const auto parts = part_files(config.output);
-    if (!parts.empty() || !fs::exists(config.output)) {
-      merge_h5(parts, config.output, /*overwrite=*/true, /*include_existing=*/true);
-      std::error_code ec;
-      fs::remove_all(parts_dir, ec);
-    }
+    if (!parts.empty() || !fs::exists(config.output)) writer.start_final(parts, config.output);
+  }
+  if (h5 && writer.finishing()) {
+    writer.finish();
+    std::error_code ec;
+    fs::remove_all(parts_dir, ec);
   }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.images_per_s = rep.seconds > 0 ? static_cast<double>(rep.processed) / rep.seconds : 0;

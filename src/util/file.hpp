@@ -30,6 +30,11 @@ std::string random_hex8();
 /// empty. On failure removes `tmp` and throws Error(Io) naming both.
 void rename_into_place(const std::string& tmp, const std::string& path);
 
+/// Asks the kernel to start writing `path`'s dirty pages to disk now, without waiting (sync_file_range(2) with
+/// SYNC_FILE_RANGE_WRITE), so that the fsync of rename_into_place() later has less to wait for. Best effort: does
+/// nothing where that fails.
+void start_writeback(const std::string& path) noexcept;
+
 /// Writes `bytes` to `path` atomically: a new temporary file <path>.<8 hex>.tmp next to it, fsync, rename. A reader
 /// sees the old file or the new one, never a part. On failure the temporary file is removed; throws Error(Io)
 /// naming the path.

@@ -12,6 +12,7 @@
 
 #include "batch/batch.hpp"
 #include "common/test_util.hpp"
+#include "match/h5.hpp"
 #include "util/half.hpp"
 
 namespace fs = std::filesystem;
@@ -150,4 +151,78 @@ TEST(Shard, PartitionIsDeterministicAndComplete) {
   EXPECT_EQ(batch::parse_shard("3/8"), (std::pair<int, int>{3, 8}));
   for (const char* bad : {"8/8", "-1/2", "1", "1/0", "a/b", "1/2x", "1/", "/2", "0/1000001"})
     EXPECT_THROW(batch::parse_shard(bad), Error) << bad;
+}
+
+namespace {
+
+// A result of n keypoints with distinct values (keypoints on the network grid of a 640x480 image).
+Features fake_features(std::size_t n, float seed) {
+  Features f;
+  f.image_size = {480, 640};
+  f.network_size = {480, 640};
+  f.has_descriptors = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    f.keypoints.push_back(static_cast<float>(i % 640));
+    f.keypoints.push_back(static_cast<float>(i % 480));
+    f.scores.push_back(seed + static_cast<float>(i));
+    for (int k = 0; k < f.descriptor_dim; ++k) f.descriptors.push_back(seed * 1000 + static_cast<float>(i * 256 + k));
+  }
+  return f;
+}
+
+}  // namespace
+
+// hloc stores descriptors as (256, N): the blocked transposition gives every value its place, for N below, at and
+// above the block size and not a multiple of it.
+TEST(ToHloc, TransposesDescriptorsForEveryKeypointCount) {
+  for (std::size_t n : {0u, 1u, 15u, 16u, 17u, 37u, 100u}) {
+    const Features f = fake_features(n, 3);
+    const batch::HlocFeatures h = batch::to_hloc(f);
+    ASSERT_EQ(h.descriptors.size(), 256 * n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t k = 0; k < 256; ++k) ASSERT_EQ(h.descriptors[k * n + i], f.descriptors[i * 256 + k]) << n;
+  }
+}
+
+// The end of a run: start_final merges the parts (and the existing output) into <output>.tmp, which takes the images
+// added before and after it (a name already there is replaced), and finish renames it over the output. A writer
+// destroyed before finish leaves no <output>.tmp and the old output as it was.
+TEST(PartWriter, TheLastImagesGoStraightIntoTheMergedOutput) {
+  sprt_test::TempDir dir;
+  const std::string out = dir.file("f.h5"), parts = out + ".parts";
+  {
+    batch::PartWriter w(parts, false);
+    w.add("a.jpg", fake_features(5, 1));
+    w.add("b.jpg", fake_features(6, 2));
+    EXPECT_EQ(w.commit(), 2u);
+    w.add("c.jpg", fake_features(7, 3));  // pending when the merge starts
+    w.start_final(batch::part_files(out), out);
+    EXPECT_TRUE(w.finishing());
+    EXPECT_THROW(w.commit(), Error);
+    w.add("b.jpg", fake_features(9, 4));  // replaces the part's b.jpg
+    w.add("d.jpg", fake_features(3, 5));
+    EXPECT_EQ(w.finish(), 4u);
+  }
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  const std::vector<std::string> want = {"a.jpg", "b.jpg", "c.jpg", "d.jpg"};
+  const std::vector<std::size_t> sizes = {5, 9, 7, 3};
+  const std::vector<float> seeds = {1, 4, 3, 5};
+  const auto check_output = [&] {
+    matching::detail::FeatureReader r(out);
+    ASSERT_EQ(r.names(), want);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const matching::detail::DescriptorRecord d = r.read(want[i]);
+      EXPECT_EQ(d.n, sizes[i]) << want[i];
+      const Features f = fake_features(sizes[i], seeds[i]);
+      EXPECT_EQ(d.values, f.descriptors) << want[i];
+    }
+  };
+  check_output();
+  {
+    batch::PartWriter w(out + ".parts2", false);
+    w.start_final({}, out);  // the existing output is copied in
+    w.add("e.jpg", fake_features(2, 6));
+  }  // destroyed unfinished: the output is as it was
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+  check_output();
 }

@@ -72,10 +72,10 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
   for (const auto& e : todo) inputs.push_back(ImageInput::file(e.path));
   std::size_t ok = 0;  // images of the current chunk that succeeded
   // The last chunk's images go straight into the merged output (PartWriter::start_final), whose merge of the parts
-  // starts when that chunk does, while the network computes it.
+  // starts with that chunk's first result, while the network computes the rest of it.
   const std::size_t last_chunk = todo.empty() ? 0 : (todo.size() - 1) / chunk * chunk;
-  if (h5 && !todo.empty() && last_chunk == 0) writer.start_final(part_files(config.output), config.output);
   model.run_each(inputs, params, config.workers, [&](std::size_t i, std::variant<Features, Error>&& r) {
+    if (h5 && i == last_chunk) writer.start_final(part_files(config.output), config.output);
     if (auto* failure = std::get_if<Error>(&r)) {
       rep.failed.push_back({todo[i].name, todo[i].path, failure->what()});
     } else {
@@ -95,7 +95,6 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
     const std::size_t end = i + 1;
     if (end % chunk != 0 && end != todo.size()) return;
     if (h5 && end < todo.size()) writer.commit();
-    if (h5 && end == last_chunk) writer.start_final(part_files(config.output), config.output);
     rep.processed += ok;
     ok = 0;
     if (config.on_progress)

@@ -321,15 +321,64 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   const std::string d = ex->plan_description();
   std::cout << "int8 plan: " << d << "\n";
   EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
-  for (const char* l : {"conv2a", "conv2b", "conv3a", "conv4b", "score_a", "descriptor_b"})
+  // Every 3x3 layer after conv1a: our 16-bit Winograd kernel (wino_u8.hpp) with AVX-512 VNNI and without AMX, pools
+  // fused; else oneDNN's int8 direct kernels. The 1x1 layers: oneDNN's.
+  const auto& f = sp::util::cpu_features();
+  const bool wino = f.avx512() && f.avx512_vnni && !f.amx;
+  for (const char* l :
+       {"conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a"})
+    EXPECT_NE(layer_entry(d, l).find(wino ? ":int8:winograd4x4_s16(ours:avx512_vnni)" : ":int8:direct("),
+              std::string::npos)
+        << l << ": " << d;
+  for (const char* l : {"score_b", "descriptor_b"})
     EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
-  EXPECT_EQ(d.find("wino"), std::string::npos) << d;
+  for (const char* pool : {"pool1", "pool2", "pool3"})
+    EXPECT_EQ(layer_entry(d, pool).find("in_conv") != std::string::npos, wino) << d;
+  EXPECT_EQ(d.find("jit_int8_wino"), std::string::npos) << d;  // oneDNN's 8-bit Winograd costs homography accuracy
   // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the CPU's kernel), which conv1b
   // reads as it is.
   const bool avx512 = sp::util::cpu_features().avx512();
   EXPECT_NE(d.find(avx512 ? "conv1a:f32:direct_u8(avx512)" : "conv1a:f32:direct_u8(avx2)"), std::string::npos) << d;
   EXPECT_EQ(d.find("reorder"), std::string::npos) << d;
-  EXPECT_NE(layer_entry(d, "conv1b").find(":int8:direct("), std::string::npos) << d;
+}
+
+TEST(Precision, Int8WinogradLayersStayCloseToTheDirectKernel) {
+  // The same int8 plan on oneDNN's direct kernels (SUPERPOINT_RT_CONV_ALGO=conv1b=direct, which keeps every layer
+  // there): the two differ by the weights' rounding only (8-bit codes against 11-13-bit
+  // transformed weights), so their outputs agree to about the int8 plan's own distance from fp32 or better.
+  const auto& f = sp::util::cpu_features();
+  if (!(f.avx512() && f.avx512_vnni) || f.amx) {
+    std::cout << "no AVX-512 VNNI (or AMX) here: oneDNN's direct kernels in both\n";
+    auto b = int8_backend(1);
+    if (b) {
+      EXPECT_EQ(b->plan({64, 64})->plan_description().find("winograd4x4_s16"), std::string::npos);
+    }
+    return;
+  }
+  const auto z = sp::util::load_npz(sprt_test::golden_dir() + "/dense/icl_250.png.npz");
+  const auto pv = z.at("pixel_values").as_float();
+  auto wino = int8_backend(2);
+  std::unique_ptr<be::Backend> direct;
+  Outputs od;
+  {
+    // Read when the backend calibrates (GPTQ's weights for the direct kernels) and when a plan is made.
+    const ScopedEnv algo("SUPERPOINT_RT_CONV_ALGO", "conv1b=direct");
+    direct = int8_backend(2);
+    EXPECT_NE(layer_entry(direct->plan({480, 640})->plan_description(), "conv1b").find(":int8:direct("),
+              std::string::npos);
+    od = run_once(*direct, pv, 480, 640);
+  }
+  const Outputs ow = run_once(*wino, pv, 480, 640);
+  EXPECT_NE(layer_entry(wino->plan({480, 640})->plan_description(), "conv1b").find("winograd4x4_s16"),
+            std::string::npos);
+  const Fidelity f1 = compare(ow, od, 60 * 80);
+  std::cout << "int8 Winograd layers vs direct on icl_250: score diff max " << f1.max_score_diff << " mean "
+            << f1.mean_score_diff << ", descriptor cosine min " << f1.min_desc_cos << " mean " << f1.mean_desc_cos
+            << "\n";
+  EXPECT_GT(f1.max_score_diff, 0.f) << "the two kernels were the same one";
+  EXPECT_LT(f1.max_score_diff, 0.3);
+  EXPECT_GT(f1.min_desc_cos, 0.85);
+  EXPECT_GT(f1.mean_desc_cos, 0.98);
 }
 
 TEST(Precision, Int8CalibrationPercentile) {
@@ -397,6 +446,8 @@ TEST(Precision, Int8GptqWeightsAreCloserToFp32ThanNearestRounding) {
   // image, the all-int8 plan's scores move less from fp32's than with every weight at its nearest code
   // (SUPERPOINT_RT_INT8_WEIGHTS=nearest, the rounding before). The descriptor head keeps the nearest codes, so the
   // descriptors may only move through the trunk.
+  // oneDNN's direct kernels for every layer: the Winograd kernel takes the weights in f32 (read when a plan is made).
+  const ScopedEnv direct("SUPERPOINT_RT_CONV_ALGO", "conv1b=direct");
   std::unique_ptr<be::Backend> g, n;
   {
     const ScopedEnv all("SUPERPOINT_RT_LAYER_PRECISION", "*=int8");  // the backends read it when created

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "backend/onednn/conv1a_u8.hpp"
 #include "backend/onednn/gptq.hpp"
 #include "backend/onednn/stripes.hpp"
+#include "backend/onednn/wino_u8.hpp"
 #include "backend/workspace.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "util/cpu.hpp"
@@ -127,6 +129,18 @@ std::string layer_override(const char* env, const std::string& label) {
     p = q + 1;
   }
   return fallback;
+}
+
+// Whether the int8 plan's layer `label` is expected on our Winograd kernel (wino_u8.hpp; OneDnnExecutor::prepare_wino
+// has the full rule, which also needs the layer's neighbours in u8): every 3x3 layer after conv1a, with AVX-512 VNNI
+// and without AMX, unless `algo` (SUPERPOINT_RT_CONV_ALGO) keeps it or conv1b on oneDNN's kernels. Calibration skips
+// GPTQ for those (the kernel takes the f32 weights).
+bool winograd_expected(const std::string& label, const char* algo) {
+  const auto& f = util::cpu_features();
+  static const std::set<std::string> layers = {"conv1b", "conv2a", "conv2b",  "conv3a",      "conv3b",
+                                               "conv4a", "conv4b", "score_a", "descriptor_a"};
+  return f.avx512() && f.avx512_vnni && !f.amx && layers.count(label) > 0 &&
+         layer_override(algo, "conv1b") != "direct" && layer_override(algo, label) != "direct";
 }
 
 int resolve_threads(int threads) {
@@ -403,6 +417,26 @@ class OneDnnExecutor final : public Executor {
   }
   // conv1a writes u8 itself (add_conv1a_u8) when conv1b reads u8.
   bool conv1a_u8() const { return type_of("conv1b") == LayerType::Int8; }
+  // int8: conv1b (+ pool1), conv2a and conv2b (+ pool2) by our Winograd kernel (wino_u8.hpp) where it runs here:
+  // prepare_wino made the layer's weights (init_wino_conv1b for conv1b, at the plan's start: the stripes need it).
+  bool wino(const std::string& label) const { return wino_.count(label) > 0; }
+  // Prepares layer `label` (reading u8 at in_scale) when the kernel runs here and the layer is int8 writing u8.
+  void prepare_wino(const std::string& label, const model::Conv& c, float in_scale);
+  void init_wino_conv1b(const model::Conv& c) { prepare_wino("conv1b", c, conv1a_.scale); }
+  // Layer `label` (+ its pool where pooled_after) by the kernel: conv rows [y0, y0 + rows) of an hh x ww activation
+  // from `in` (its row 0 is frame row y0 - 1 when `first_row` is given, a stripe, else the whole activation: rows
+  // [0, hh)) into their rows of `out`; `lane` as add_conv1a_u8's.
+  void add_wino(std::vector<Step>& seq, const std::string& label, std::shared_ptr<const int> first_row, int rows,
+                int hh, int ww, const memory& in, const memory& out, int lane);
+  // A 3x3 layer after conv1b (+ its pool where pooled_after) by the kernel when conv1b's runs there, its input `x`
+  // (hh x ww) is u8 channels-last and prepare_wino takes it; else an empty memory (the caller adds oneDNN's).
+  memory add_wino_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
+                        const std::string& label);
+  // conv1b (+ pool1) over the whole frame / a stripe.
+  void add_wino_conv1b(std::vector<Step>& seq, std::shared_ptr<const int> first_row, int rows, const memory& in,
+                       const memory& p1, int lane) {
+    add_wino(seq, "conv1b", std::move(first_row), rows, h_, w_, in, p1, lane);
+  }
   void describe(const std::string& label, const std::string& what);
 
   int h_, w_, hc_, wc_, threads_;
@@ -442,6 +476,9 @@ class OneDnnExecutor final : public Executor {
   std::vector<float> conv1a_weight_, conv1a_bias_;  // int8 conv1a_u8 (copies: the executor may outlive the Weights)
   detail::Conv1aU8 conv1a_;
   detail::Conv1aU8Row conv1a_row_ = nullptr;
+  std::map<std::string, detail::WinoU8> wino_;  // by layer label
+  detail::WinoU8Kernel wino_kernel_ = nullptr;
+  AlignedBuffer wino_scratch_;    // wino_u8_scratch_bytes per thread
   AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
   // Stripes of the full-resolution block (add_block1_striped): one program per stripe shape per lane.
   struct StripeShape {
@@ -509,6 +546,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   try {
     stream_ = dnnl::stream(eng_);
     if (conv1a_u8()) init_conv1a_u8(wt.encoder[0]);
+    if (conv1a_u8()) init_wino_conv1b(wt.encoder[1]);
     // Stripes (stripes.hpp) unless asked not to; the calibration pass records whole layers. A stripe height whose
     // first or last stripe oneDNN cannot run is refused and the next one tried; whatever a refused attempt planned
     // stays unused.
@@ -541,6 +579,14 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     if (!x) x = add_block1(wt, input_memory(memory::desc({1, 1, h_, w_}, dt::f32, tag::nchw), 0));
     int hh = h_ / 2, ww = w_ / 2;
     for (std::size_t i = 2; i < kTrunkLayers; ++i) {
+      if (const memory y = add_wino_layer(trunk_, wt.encoder[i], x, hh, ww, kLayerLabels[i])) {
+        x = y;
+        if (pooled_after(kLayerLabels[i])) {  // the kernel pooled it
+          hh /= 2;
+          ww /= 2;
+        }
+        continue;
+      }
       x = add_conv(trunk_, wt.encoder[i], x, ww, true, {hh, hh, 1, 1}, nullptr, false, kLayerLabels[i]);
       if (pooled_after(kLayerLabels[i])) {
         x = add_pool(trunk_, x, i == 3 ? "pool2" : "pool3");
@@ -555,9 +601,11 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     descriptors_block_ = mplan_.add(ds_md.get_size());
     const memory lg = block_memory(lg_md, logits_block_), ds = block_memory(ds_md, descriptors_block_);
     const ConvRows same{hh, hh, 1, 1}, pointwise{hh, hh, 0, 0};
-    x = add_conv(trunk_, wt.score_a, trunk_out, ww, true, same, nullptr, false, "score_a");
+    x = add_wino_layer(trunk_, wt.score_a, trunk_out, hh, ww, "score_a");
+    if (!x) x = add_conv(trunk_, wt.score_a, trunk_out, ww, true, same, nullptr, false, "score_a");
     add_conv(trunk_, wt.score_b, x, ww, false, pointwise, &lg, true, "score_b");
-    x = add_conv(desc_head_, wt.descriptor_a, trunk_out, ww, true, same, nullptr, false, "descriptor_a");
+    x = add_wino_layer(desc_head_, wt.descriptor_a, trunk_out, hh, ww, "descriptor_a");
+    if (!x) x = add_conv(desc_head_, wt.descriptor_a, trunk_out, ww, true, same, nullptr, false, "descriptor_a");
     add_conv(desc_head_, wt.descriptor_b, x, ww, false, pointwise, &ds, true, "descriptor_b");
 
     // Lifetimes: the steps run in order, the trunk then the descriptor head. The logits stay valid through the
@@ -617,6 +665,12 @@ memory OneDnnExecutor::add_block1(const model::Weights& wt, const memory& x) {
   if (conv1a_u8()) {
     a = new_activation(memory::desc({1, wt.encoder[0].out_channels, h_, w_}, dt::u8, tag::nhwc));
     add_conv1a_u8(trunk_, std::make_shared<const int>(0), h_, a, -1);
+    if (wino("conv1b")) {
+      const memory p1 =
+          new_activation(memory::desc({1, wt.encoder[1].out_channels, h_ / 2, w_ / 2}, dt::u8, tag::nhwc));
+      add_wino_conv1b(trunk_, nullptr, h_ / 2 * 2, a, p1, -1);
+      return p1;
+    }
   } else {
     a = add_conv(trunk_, wt.encoder[0], x, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1a");
   }
@@ -735,7 +789,9 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
   const RowLayout& a_layout = t.a_layout;
   const RowLayout& b_layout = t.b_layout;
   const RowLayout& p_layout = t.p_layout;
-  const memory p1 = new_activation(p1_md);
+  // Our Winograd kernel writes pool1 as u8 NHWC (what oneDNN's int8 pooling of its int8 conv1b writes too).
+  const memory p1 =
+      new_activation(wino("conv1b") ? memory::desc({1, cb.out_channels, h_ / 2, w_ / 2}, dt::u8, tag::nhwc) : p1_md);
   if (act_max_) scale_[p1.get()] = out_scale("conv1b");
 
   // conv1b rows [0, 2 * (h / 2)): pool1 floors an odd height, so the last row of an odd frame is never read.
@@ -793,6 +849,12 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
         // Rows outside the frame hold conv1a of padding; conv1b reads zeros there (the unstriped layer's padding).
         if (shape.top) add_zero_rows(prog.steps, s1, a_layout, 0, 1);
         if (s.y1 + 1 > h_) add_zero_rows(prog.steps, s1, a_layout, h_ - s.y0 + 1, rows + 2);
+      }
+      if (wino("conv1b")) {  // conv1b + pool1 in one step, reading the lane's conv1a rows
+        add_wino_conv1b(prog.steps, prog.first_row, rows, s1, p1, l);
+        for (const Step& st : prog.steps) keep.insert(keep.end(), st.keep.begin(), st.keep.end());
+        lane.programs.push_back(std::move(prog));
+        continue;
       }
       // conv1b: valid in height, frame rows [y0, y1) (and a row nothing reads, see stripe_conv1b).
       const ConvKind& kb = stripe_conv1b(cb, t, s1_md, rows);
@@ -1164,6 +1226,72 @@ void OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const
   seq.push_back(std::move(s));
 }
 
+void OneDnnExecutor::prepare_wino(const std::string& label, const model::Conv& c, float in_scale) {
+  // winograd_expected: AVX-512 VNNI (vpdpwssd) without AMX (oneDNN's AMX int8 kernels multiply several times faster
+  // than vpdpwssd's 32 per instruction; not measured: no AMX machine so far), and not kept on oneDNN's kernels by
+  // SUPERPOINT_RT_CONV_ALGO=<layer>=direct (comparisons). On AVX2 oneDNN's int8 direct kernels stay (our kernel has
+  // no AVX2 path).
+  if (!winograd_expected(label, algo_override_) || c.kernel != 3 || c.in_channels % 32 != 0 ||
+      c.out_channels % 64 != 0 || type_of(label) != LayerType::Int8 || dst_type(label, LayerType::Int8) != dt::u8 ||
+      !act_max_)
+    return;
+  wino_[label] = detail::wino_u8_prepare(c.weight.data(), c.bias.data(), c.in_channels, c.out_channels, in_scale,
+                                         out_scale(label.c_str()));
+  wino_kernel_ = detail::wino_u8_rows_avx512vnni;
+  const std::size_t bytes =
+      detail::wino_u8_scratch_bytes(c.in_channels, c.out_channels) * static_cast<std::size_t>(threads_);
+  if (wino_scratch_.bytes < bytes) wino_scratch_ = AlignedBuffer(bytes);
+  describe(label, "int8:winograd4x4_s16(ours:avx512_vnni)");
+  if (pooled_after(label)) describe(label == "conv1b" ? "pool1" : label == "conv2b" ? "pool2" : "pool3", "in_" + label);
+}
+
+memory OneDnnExecutor::add_wino_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
+                                      const std::string& label) {
+  if (!wino("conv1b") || x.get_desc() != memory::desc({1, c.in_channels, hh, ww}, dt::u8, tag::nhwc)) return {};
+  prepare_wino(label, c, scale_of(x));
+  if (!wino(label)) return {};
+  const bool pool = pooled_after(label);
+  const memory out =
+      new_activation(memory::desc({1, c.out_channels, pool ? hh / 2 : hh, pool ? ww / 2 : ww}, dt::u8, tag::nhwc));
+  add_wino(seq, label, nullptr, pool ? hh / 2 * 2 : hh, hh, ww, x, out, -1);
+  return out;
+}
+
+void OneDnnExecutor::add_wino(std::vector<Step>& seq, const std::string& label, std::shared_ptr<const int> first_row,
+                              int rows, int hh, int ww, const memory& in, const memory& out, int lane) {
+  const bool pool = pooled_after(label);
+  scale_[out.get()] = out_scale(label.c_str());
+  Step s;
+  s.keep = {in, out};
+  s.fn = [this, k = wino_.at(label).view(), pool, in, out, first_row, rows, hh, ww, lane] {
+    const std::size_t per_thread = detail::wino_u8_scratch_bytes(k.in_channels, k.out_channels);
+    // Bytes of one output row: pooled rows are half as many pixels, and a call's output starts at its first row.
+    const std::size_t out_row = static_cast<std::size_t>(pool ? ww / 2 : ww) * static_cast<std::size_t>(k.out_channels);
+    auto out_at = [&](int y0) { return static_cast<std::size_t>(pool ? y0 / 2 : y0) * out_row; };
+    const auto* src = static_cast<const std::uint8_t*>(in.get_data_handle());
+    auto* dst = static_cast<std::uint8_t*>(out.get_data_handle());
+    auto* scratch = reinterpret_cast<std::byte*>(wino_scratch_.p);
+    if (lane >= 0) {  // a stripe, on its lane's thread: its buffer holds rows y0 - 1 .. y0 + rows
+      const int y0 = *first_row + 1;
+      wino_kernel_(k, {src, y0 - 1, rows + 2, ww, y0, y0 + rows, dst + out_at(y0), pool},
+                   scratch + static_cast<std::size_t>(lane) * per_thread);
+      return;
+    }
+    // The whole activation: its tiles shared evenly over the threads (each tile reads the input only: the same
+    // bytes for any split).
+    const int tiles = (rows + 3) / 4 * ((ww + 3) / 4);
+#pragma omp parallel num_threads(threads_)
+    {
+      const int t = omp_get_thread_num(), n = omp_get_num_threads();
+      const int first = tiles * t / n, count = tiles * (t + 1) / n - first;
+      if (count > 0)
+        wino_kernel_(k, {src, 0, hh, ww, 0, rows, dst, pool, first, count},
+                     scratch + static_cast<std::size_t>(t) * per_thread);
+    }
+  };
+  seq.push_back(std::move(s));
+}
+
 void OneDnnExecutor::add_input_rows(std::vector<Step>& seq, const memory& m, std::shared_ptr<const int> first_row) {
   Step s;
   s.keep = {m};
@@ -1397,7 +1525,8 @@ class OneDnnBackend final : public Backend {
     std::map<std::string, std::vector<std::string>> readers;
     for (const auto& [producer, layers] : consumers())
       for (const std::string& l : layers)
-        if (plan_.at(l) == LayerType::Int8 && l != "descriptor_a" && l != "descriptor_b")
+        if (plan_.at(l) == LayerType::Int8 && l != "descriptor_a" && l != "descriptor_b" &&
+            !winograd_expected(l, std::getenv("SUPERPOINT_RT_CONV_ALGO")))
           readers[producer].push_back(l);
     std::map<std::string, std::vector<float>> hessian;  // by producer
     std::vector<float> plain;
@@ -1545,7 +1674,9 @@ LayerPlan default_layer_plan(Precision p) {
   //   int8 (asked: 0.97 / 0.90) all-int8 with every weight at its nearest code 0.9525 / 0.8679; with GPTQ's codes
   //   (gptq.hpp) and six calibration planes 0.9745 / 0.9037 with AVX-512 VNNI, 0.9738 / 0.9091 capped to AVX2.
   //   conv1b and conv2a in f32 (0.9837 / 0.9632 with GPTQ) cost 1.4x the all-int8 forward: int8 is all-int8 on
-  //   every CPU.
+  //   every CPU. With AVX-512 VNNI, conv1b, conv2a and conv2b (57% of the multiply-adds) run on our 16-bit Winograd
+  //   kernel (wino_u8.hpp: exact integer transforms, 11-13-bit transformed weights instead of GPTQ's 8-bit codes;
+  //   prepare_wino), 0.81x the forward of oneDNN's direct kernels there (docs/BENCHMARKS.md).
   if (p == Precision::Bf16) {
     for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
     // Without AMX, oneDNN's bf16 convolutions are direct (avx512_core_bf16: two multiply-adds per 32-bit lane), and

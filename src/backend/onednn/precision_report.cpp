@@ -22,10 +22,18 @@ namespace {
 // descriptor_b bf16): the keypoints are fp32's.
 constexpr const char* kQualityBf16 =
     "F1@2 1.0000 / 1.0000; MMA, rep, MS within 0.01 pt; HA within 0.41 pt (880 pairs x 10 RANSAC draws)";
-// The all-int8 plan with GPTQ's weights and the six built-in calibration planes, AVX-512 VNNI (capped to AVX2, 44
-// pairs x 3 draws: F1@2 0.9738 / 0.9091, MMA, rep, MS within 0.13 pt).
-constexpr const char* kQualityInt8 =
+// The all-int8 plan with the six built-in calibration planes. With AVX-512 VNNI (no AMX) every 3x3 layer after conv1a
+// runs on our 16-bit Winograd kernel (wino_u8.hpp; 2026-12-05); elsewhere on oneDNN's direct kernels with GPTQ's
+// weights (AVX-512 VNNI 2026-12-04; capped to AVX2, 44 pairs x 3 draws: F1@2 0.9738 / 0.9091, MMA, rep, MS within
+// 0.13 pt).
+constexpr const char* kQualityInt8Winograd =
+    "F1@2 0.9747 / 0.9010; MMA, rep, MS within 0.20 pt; HA within 0.61 pt (440 pairs x 10 RANSAC draws)";
+constexpr const char* kQualityInt8Direct =
     "F1@2 0.9742 / 0.9063; MMA, rep, MS within 0.34 pt; HA within 0.50 pt (440 pairs x 10 RANSAC draws)";
+
+bool int8_winograd(const util::CpuFeatures& f) {
+  return f.avx512() && f.avx512_vnni && !f.amx;  // OneDnnExecutor::prepare_wino's rule
+}
 
 struct Speed {
   double time_vs_fp32;
@@ -35,8 +43,8 @@ struct Speed {
 
 // Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition): medians of
 // `bench_forward --threads 2` or `superpoint-rt bench` with the plans interleaved (docs/BENCHMARKS.md, 2026-12-04:
-// int8 at 11:00 UTC, bf16 at 20:43 UTC and 2026-12-05 01:06 UTC, their mean; fp32 on its Winograd plan; the machine
-// shared with other work: +-10 %).
+// int8 at 11:00 UTC (its Winograd plan 2026-12-05 11:35 UTC), bf16 at 20:43 UTC and 2026-12-05 01:06 UTC, their mean;
+// fp32 on its Winograd plan; the machine shared with other work: +-10 %).
 Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
   if (precision == "bf16") {
     if (f.amx) return {0.74, false, "expected: AMX, from the plan's f32 share (issue 12's simulation estimate)"};
@@ -45,8 +53,8 @@ Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
             "against fp32's Winograd plan (0.80 and 0.88 in two runs)"};
   }
   if (f.amx) return {0.15, false, "expected: AMX, all-int8 at issue 12's 7x the f32 rate"};
-  if (f.avx512() && f.avx512_vnni)
-    return {0.51, true, "measured: AMD Zen 4, AVX-512 VNNI, against fp32's Winograd plan"};
+  if (int8_winograd(f))
+    return {0.42, true, "measured: AMD Zen 4, AVX-512 VNNI, 16-bit Winograd, against fp32's Winograd plan"};
   if (f.avx512()) return {0.9, false, "expected: u8 x s8 kernels without VNNI (not measured)"};
   return {0.50, true, "measured: AMD Zen 4 capped to AVX2 (SUPERPOINT_RT_ISA=avx2), all-int8 against direct fp32"};
 }
@@ -74,7 +82,7 @@ std::vector<PrecisionReport> precisions_on_this_cpu() {
       r.time_vs_fp32 = s.time_vs_fp32;
       r.measured = s.measured;
       r.basis = s.basis;
-      r.quality = r.precision == "bf16" ? kQualityBf16 : kQualityInt8;
+      r.quality = r.precision == "bf16" ? kQualityBf16 : int8_winograd(f) ? kQualityInt8Winograd : kQualityInt8Direct;
     }
     out.push_back(std::move(r));
   }

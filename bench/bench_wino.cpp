@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   std::vector<float> weight(64 * 64 * 9), bias(64);
   for (auto& v : weight) v = n(rng);
   for (auto& v : bias) v = n(rng);
-  const d::WinoU8 k = d::wino_u8_prepare(weight.data(), bias.data(), 64, 64, 40.f, 12.f);
+  const d::WinoU8 k = d::wino_u8_prepare(weight.data(), bias.data(), 64, 64, {40.f}, {12.f});
   std::vector<unsigned char> scratch(d::wino_u8_scratch_bytes(64, 64));
   struct Shape {
     const char* name;

@@ -66,3 +66,33 @@ TEST(Calibration, HessianStrideKeepsTenPatchesPerInput) {
           }
         }
 }
+
+TEST(Calibration, ChannelPercentilesArePercentileOfEachChannel) {
+  // Channels-blocked (nChw16c), planar and channels-last views of one activation, at the calibration's percentiles
+  // (the heap) and a low one (the copies): each channel's percentile() of its values in row-major order.
+  std::mt19937 rng(7);
+  std::exponential_distribution<float> e(0.5f);
+  const int c = 32, h = 23, w = 41;
+  std::vector<float> planar(static_cast<std::size_t>(c) * h * w);
+  for (float& v : planar) v = e(rng);
+  std::vector<float> blocked(planar.size()), nhwc(planar.size());
+  for (int ch = 0; ch < c; ++ch)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const float v = planar[(static_cast<std::size_t>(ch) * h + y) * w + x];
+        blocked[((static_cast<std::size_t>(ch / 16) * h + y) * w + x) * 16 + ch % 16] = v;
+        nhwc[(static_cast<std::size_t>(y) * w + x) * c + ch] = v;
+      }
+  const d::ActivationView views[] = {
+      d::ActivationView::planar(planar.data(), c, h, w),
+      {blocked.data(), c, h, w, 16, static_cast<std::size_t>(h) * w * 16, static_cast<std::size_t>(w) * 16, 16},
+      {nhwc.data(), c, h, w, 1, 1, static_cast<std::size_t>(w) * c, static_cast<std::size_t>(c)}};
+  for (const double q : {100.0, 99.99, 99.5, 50.0}) {
+    std::vector<float> want;
+    for (int ch = 0; ch < c; ++ch) {
+      const float* p = planar.data() + static_cast<std::size_t>(ch) * h * w;
+      want.push_back(d::percentile(p, static_cast<std::size_t>(h) * w, q));
+    }
+    for (const auto& v : views) EXPECT_EQ(d::channel_percentiles(v, q), want) << "q " << q << " block " << v.block;
+  }
+}

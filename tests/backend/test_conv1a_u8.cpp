@@ -110,6 +110,29 @@ TEST(Conv1aU8, FastKernelsMatchTheReferenceAndRowSplitsDoNotMatter) {
   }
 }
 
+TEST(Conv1aU8, PerChannelScalesMatchTheReferenceAndTheOneScaleKernel) {
+  // channel_scale[c] = s gives the bytes of the one-scale kernel at scale s, channel by channel, on every kernel.
+  const auto kernels = fast_kernels();
+  const int h = 9, w = 37, channels = 64;
+  const auto in = sprt_test::random_plane(h, w, 31);
+  std::vector<float> scales(channels);
+  for (int c = 0; c < channels; ++c) scales[static_cast<std::size_t>(c)] = 5.f + 7.5f * static_cast<float>(c % 13);
+  Layer l = random_layer(channels, 17, 1.f);
+  l.k.channel_scale = scales.data();
+  const auto ref = run(l, d::conv1a_u8_row_reference, in, h, w, {0, h});
+  for (const float s : {5.f, 50.f, 95.f}) {
+    Layer one = random_layer(channels, 17, s);
+    const auto want = run(one, d::conv1a_u8_row_reference, in, h, w, {0, h});
+    for (int c = 0; c < channels; ++c) {
+      if (scales[static_cast<std::size_t>(c)] != s) continue;
+      for (int i = 0; i < h * w; ++i)
+        ASSERT_EQ(ref[static_cast<std::size_t>(i) * channels + c], want[static_cast<std::size_t>(i) * channels + c])
+            << "channel " << c << " pixel " << i;
+    }
+  }
+  for (const auto& [row, multiple] : kernels) EXPECT_EQ(run(l, row, in, h, w, {0, 2, h}), ref);
+}
+
 TEST(Conv1aU8, RoundsHalfToEven) {
   // One pixel, one tap: acc = bias + w * v with exactly representable halves.
   std::vector<float> weight(16 * 9, 0.f), bias(16, 0.f);

@@ -332,6 +332,12 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
         << l << ": " << d;
   for (const char* l : {"score_b", "descriptor_b"})
     EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
+  // Between the kernel's layers (conv1a's output to conv4b's) the u8 activations have a scale per channel; the 1x1
+  // layers' inputs (score_a's, descriptor_a's outputs) one, as oneDNN reads them.
+  for (const char* l : {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"})
+    EXPECT_EQ(layer_entry(d, l).find("+u8_per_channel") != std::string::npos, wino) << l << ": " << d;
+  for (const char* l : {"score_a", "descriptor_a"})
+    EXPECT_EQ(layer_entry(d, l).find("+u8_per_channel"), std::string::npos) << d;
   for (const char* pool : {"pool1", "pool2", "pool3"})
     EXPECT_EQ(layer_entry(d, pool).find("in_conv") != std::string::npos, wino) << d;
   EXPECT_EQ(d.find("jit_int8_wino"), std::string::npos) << d;  // oneDNN's 8-bit Winograd costs homography accuracy

@@ -22,16 +22,26 @@ namespace {
 struct Layer {
   int ic, oc;
   std::vector<float> weight, bias;
-  float in_scale, out_scale;
+  std::vector<float> in_scale, out_scale;  // one value (every channel) or one per channel
+  double in(int i) const { return in_scale.size() == 1 ? in_scale[0] : in_scale[static_cast<std::size_t>(i)]; }
+  double out(int o) const { return out_scale.size() == 1 ? out_scale[0] : out_scale[static_cast<std::size_t>(o)]; }
   d::WinoU8 k;
 };
 
-Layer random_layer(int ic, int oc, unsigned seed) {
+// per_channel: a scale per input and output channel (between 0.5x and 2x the common one), as a plan folds them.
+Layer random_layer(int ic, int oc, unsigned seed, bool per_channel = false) {
   std::mt19937 rng(seed);
   // conv1b's weights have a spread of about 0.05 (the SuperPoint checkpoint); the scales are of the calibrated plan's
   // order (u8 per unit of activation).
   std::normal_distribution<float> n(0.f, 0.06f);
-  Layer l{ic, oc, {}, {}, 40.f, 12.f, {}};
+  Layer l{ic, oc, {}, {}, {40.f}, {12.f}, {}};
+  if (per_channel) {
+    std::uniform_real_distribution<float> f(0.5f, 2.f);
+    l.in_scale.clear();
+    l.out_scale.clear();
+    for (int i = 0; i < ic; ++i) l.in_scale.push_back(40.f * f(rng));
+    for (int o = 0; o < oc; ++o) l.out_scale.push_back(12.f * f(rng));
+  }
   for (int i = 0; i < oc * ic * 9; ++i) l.weight.push_back(n(rng));
   for (int i = 0; i < oc; ++i) l.bias.push_back(n(rng) * 2.f);
   l.k = d::wino_u8_prepare(l.weight.data(), l.bias.data(), ic, oc, l.in_scale, l.out_scale);
@@ -102,12 +112,13 @@ std::vector<double> exact(const Layer& l, const std::vector<std::uint8_t>& in, i
             if (sy < 0 || sy >= h || sx < 0 || sx >= w) continue;
             const std::uint8_t* px = &in[(static_cast<std::size_t>(sy) * w + sx) * l.ic];
             for (int i = 0; i < l.ic; ++i)
-              acc += wt[((static_cast<std::size_t>(o) * l.ic + i) * 3 + ky) * 3 + kx] * (px[i] / l.in_scale);
+              acc += wt[((static_cast<std::size_t>(o) * l.ic + i) * 3 + ky) * 3 + kx] * (px[i] / l.in(i));
           }
         conv[(static_cast<std::size_t>(y) * w + x) * l.oc + o] = acc;
       }
   if (!pool) {
-    for (double& v : conv) v = std::clamp(v * l.out_scale, 0.0, 255.0);
+    for (std::size_t i = 0; i < conv.size(); ++i)
+      conv[i] = std::clamp(conv[i] * l.out(static_cast<int>(i % static_cast<std::size_t>(l.oc))), 0.0, 255.0);
     return conv;
   }
   std::vector<double> out(static_cast<std::size_t>(h / 2) * (w / 2) * l.oc);
@@ -118,7 +129,7 @@ std::vector<double> exact(const Layer& l, const std::vector<std::uint8_t>& in, i
         for (int a = 0; a < 2; ++a)
           for (int b = 0; b < 2; ++b)
             m = std::max(m, conv[((static_cast<std::size_t>(2 * y + a)) * w + 2 * x + b) * l.oc + o]);
-        out[(static_cast<std::size_t>(y) * (w / 2) + x) * l.oc + o] = std::clamp(m * l.out_scale, 0.0, 255.0);
+        out[(static_cast<std::size_t>(y) * (w / 2) + x) * l.oc + o] = std::clamp(m * l.out(o), 0.0, 255.0);
       }
   return out;
 }
@@ -138,23 +149,28 @@ std::vector<d::WinoU8Kernel> fast_kernels() {
   return k;
 }
 
-// The weights as the direct int8 kernel takes them: per output channel, the nearest of 255 codes.
+// The weights as the direct int8 kernel would take them: per output channel, the nearest of 255 codes (of the weights
+// with the input channels' scales folded in, where they differ, as the Winograd kernel's are).
 std::vector<float> s8_weights(const Layer& l) {
   std::vector<float> q(l.weight.size());
   const std::size_t per = static_cast<std::size_t>(l.ic) * 9;
+  auto folded = [&](std::size_t o, std::size_t i) {
+    return l.weight[o * per + i] / static_cast<float>(l.in(static_cast<int>(i / 9)));
+  };
   for (std::size_t o = 0; o < static_cast<std::size_t>(l.oc); ++o) {
     float top = 0;
-    for (std::size_t i = 0; i < per; ++i) top = std::max(top, std::fabs(l.weight[o * per + i]));
+    for (std::size_t i = 0; i < per; ++i) top = std::max(top, std::fabs(folded(o, i)));
     const float s = top > 0 ? 127.f / top : 1.f;
-    for (std::size_t i = 0; i < per; ++i) q[o * per + i] = std::nearbyint(l.weight[o * per + i] * s) / s;
+    for (std::size_t i = 0; i < per; ++i)
+      q[o * per + i] = std::nearbyint(folded(o, i) * s) / s * static_cast<float>(l.in(static_cast<int>(i / 9)));
   }
   return q;
 }
 
 TEST(WinoU8, ReferenceIsTheConvolutionMoreCloselyThanS8Weights) {
   for (const auto& c : kCases) {
-    if (c.h * c.w * c.oc > 200000) continue;  // the double-precision check is slow
-    const Layer l = random_layer(c.ic, c.oc, c.seed);
+    if (c.h * c.w * c.oc > 200000) continue;                            // the double-precision check is slow
+    const Layer l = random_layer(c.ic, c.oc, c.seed, c.seed % 3 == 0);  // every third case with per-channel scales
     const auto in = random_input(c.h, c.w, c.ic, c.seed + 50);
     const bool pool = c.seed % 2 == 1;  // every other case unpooled (conv2a)
     const auto got = run_frame(l, d::wino_u8_rows_reference, in, c.h, c.w, pool);
@@ -169,7 +185,8 @@ TEST(WinoU8, ReferenceIsTheConvolutionMoreCloselyThanS8Weights) {
       const double e = got[i] - want[i], e8 = std::nearbyint(s8[i]) - want[i];
       sq += e * e;
       sq_s8 += e8 * e8;
-      worst = std::max(worst, std::fabs(e));
+      // In codes of the common output scale (a channel's own scale is up to 2x it).
+      worst = std::max(worst, std::fabs(e) * 12.0 / l.out(static_cast<int>(i % static_cast<std::size_t>(c.oc))));
       between += want[i] > 0.5 && want[i] < 254.5;
     }
     const double n = static_cast<double>(want.size());
@@ -186,7 +203,7 @@ TEST(WinoU8, ReferenceIsTheConvolutionMoreCloselyThanS8Weights) {
 TEST(WinoU8, WorstCaseInputsStayExact) {
   // Every input 255 or 0 in a pattern that drives each transformed value to its bound (|V| up to 20400), with every
   // weight at its extreme: the int32 sums are at their largest and must not wrap.
-  Layer l{64, 64, std::vector<float>(64 * 64 * 9), std::vector<float>(64, 0.f), 1.f, 0.005f, {}};
+  Layer l{64, 64, std::vector<float>(64 * 64 * 9), std::vector<float>(64, 0.f), {1.f}, {0.005f}, {}};
   for (std::size_t i = 0; i < l.weight.size(); ++i) l.weight[i] = (i * 7919 % 5 < 2) ? -0.25f : 0.25f;
   l.k = d::wino_u8_prepare(l.weight.data(), l.bias.data(), 64, 64, l.in_scale, l.out_scale);
   for (int p = 0; p < 36; ++p) {
@@ -226,7 +243,7 @@ TEST(WinoU8, FastKernelsMatchTheReferenceAndStripesDoNotMatter) {
   const auto kernels = fast_kernels();
   std::cout << kernels.size() << " fast kernel(s) on this CPU\n";
   for (const auto& c : kCases) {
-    const Layer l = random_layer(c.ic, c.oc, c.seed);
+    const Layer l = random_layer(c.ic, c.oc, c.seed, c.seed % 3 == 0);
     const auto in = random_input(c.h, c.w, c.ic, c.seed + 70, 80);
     const auto ref = run_frame(l, d::wino_u8_rows_reference, in, c.h, c.w);
     EXPECT_EQ(run_stripes(l, d::wino_u8_rows_reference, in, c.h, c.w, 4), ref) << c.h << "x" << c.w;
@@ -248,9 +265,9 @@ TEST(WinoU8, FastKernelsMatchTheReferenceAndStripesDoNotMatter) {
 TEST(WinoU8, RoundsHalfToEvenAfterTheBias) {
   // All weights zero: the output is round(clamp(bias * out_scale)), with exactly representable halves.
   const float halves[8] = {0.5f, 1.5f, 2.5f, 254.5f, 253.5f, 300.f, -1.f, 100.5f};
-  Layer l{64, 64, std::vector<float>(64 * 64 * 9, 0.f), std::vector<float>(64), 1.f, 1.f, {}};
+  Layer l{64, 64, std::vector<float>(64 * 64 * 9, 0.f), std::vector<float>(64), {1.f}, {1.f}, {}};
   for (int o = 0; o < 64; ++o) l.bias[static_cast<std::size_t>(o)] = halves[o % 8];
-  l.k = d::wino_u8_prepare(l.weight.data(), l.bias.data(), 64, 64, 1.f, 1.f);
+  l.k = d::wino_u8_prepare(l.weight.data(), l.bias.data(), 64, 64, {1.f}, {1.f});
   const std::uint8_t want[8] = {0, 2, 2, 254, 254, 255, 0, 100};
   const std::vector<std::uint8_t> in(4 * 4 * 64, 200);
   std::vector<d::WinoU8Kernel> kernels{d::wino_u8_rows_reference};

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
+
+#include "backend/onednn/gptq.hpp"
 
 namespace superpoint_rt::backend::detail {
 
@@ -11,6 +14,11 @@ namespace superpoint_rt::backend::detail {
 /// saturate and gives every other value finer steps: keypoint F1 against fp32 0.956 / 0.915 against 0.948 / 0.872
 /// in the float simulation (bench/quant_sim.py, docs/BENCHMARKS.md), confirmed on the real plan (bench/quality.py).
 float percentile(const float* v, std::size_t n, double q);
+
+/// percentile(channel, q) of every channel of `v` (height x width values each), in one pass over the activation in
+/// its memory order (the calibration's high percentiles: a min-heap of the largest values per channel), the same
+/// values as percentile() of each channel's values in row-major order.
+std::vector<float> channel_percentiles(const ActivationView& v, double q);
 
 /// The sampling stride of a layer's GPTQ Hessian: every s-th row and column of its h x w input frame, s the largest
 /// of 4, 2 that still gives at least 10 K patches over `planes` calibration planes (K = inputs per output), else 1.

@@ -15,7 +15,7 @@ void conv1a_u8_row_reference(const Conv1aU8& k, const float* r0, const float* r1
       for (std::size_t ky = 0; ky < 3; ++ky)
         for (std::size_t kx = 0; kx < 3; ++kx)
           acc = std::fma(k.weight[c * 9 + ky * 3 + kx], rows[ky][static_cast<std::size_t>(x) + kx], acc);
-      float q = (acc > 0.f ? acc : 0.f) * k.scale;
+      float q = (acc > 0.f ? acc : 0.f) * (k.channel_scale ? k.channel_scale[c] : k.scale);
       q = q < 255.f ? q : 255.f;
       out[static_cast<std::size_t>(x) * ch + c] = static_cast<std::uint8_t>(std::nearbyint(q));  // half-even
     }

@@ -7,8 +7,8 @@
 // Per output value (channel c, pixel y, x), in this order (the scalar reference and the AVX-512 and AVX2 kernels give
 // the same bits; tests/backend/test_conv1a_u8.cpp):
 //   acc = bias[c]; for ky in 0..2, kx in 0..2: acc = fma(weight[c][ky][kx], in(y + ky - 1, x + kx - 1), acc)
-//   (in() = 0 outside the plane), v = acc > 0 ? acc : 0, q = v * scale, q = q < 255 ? q : 255,
-//   out = round-half-even(q)  (the rounding of oneDNN's own f32 -> u8 quantisation)
+//   (in() = 0 outside the plane), v = acc > 0 ? acc : 0, q = v * scale (channel_scale[c] when set), q = q < 255 ? q :
+//   255, out = round-half-even(q)  (the rounding of oneDNN's own f32 -> u8 quantisation)
 // Internal to the oneDNN backend. The AVX-512 translation unit takes raw pointers only (post/kernels.hpp says why).
 #pragma once
 
@@ -22,6 +22,9 @@ struct Conv1aU8 {
   const float* bias = nullptr;    // channels
   int channels = 0;
   float scale = 1;  // u8 per unit of activation: 255 / the calibrated maximum
+  // Or, when set, one such scale per channel (channels floats): where conv1b, our Winograd kernel, folds each input
+  // channel's scale into its weights (wino_u8.hpp), so that every channel spans the u8 range.
+  const float* channel_scale = nullptr;
 };
 
 /// One output row (w pixels x channels bytes, NHWC) from three zero-padded input rows r0, r1, r2 (rows y - 1, y,

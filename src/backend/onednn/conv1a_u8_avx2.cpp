@@ -10,13 +10,14 @@ namespace superpoint_rt::backend::detail {
 void conv1a_u8_row_avx2(const Conv1aU8& k, const float* r0, const float* r1, const float* r2, int w,
                         std::uint8_t* out) {
   const auto ch = static_cast<std::size_t>(k.channels);
-  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.f), scale = _mm256_set1_ps(k.scale);
+  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.f);
   // Weight vectors gather tap t of 8 channels: the OIHW weights are channel-major (stride 9).
   const __m256i idx = _mm256_set_epi32(63, 54, 45, 36, 27, 18, 9, 0);
   for (std::size_t c0 = 0; c0 < ch; c0 += 8) {
     __m256 wt[9];
     for (int t = 0; t < 9; ++t) wt[t] = _mm256_i32gather_ps(k.weight + c0 * 9 + static_cast<std::size_t>(t), idx, 4);
     const __m256 bias = _mm256_loadu_ps(k.bias + c0);
+    const __m256 scale = k.channel_scale ? _mm256_loadu_ps(k.channel_scale + c0) : _mm256_set1_ps(k.scale);
     std::uint8_t* o = out + c0;
     for (int x = 0; x < w; ++x) {
       __m256 acc = bias;

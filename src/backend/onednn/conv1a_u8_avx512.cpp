@@ -12,7 +12,7 @@ namespace superpoint_rt::backend::detail {
 void conv1a_u8_row_avx512(const Conv1aU8& k, const float* r0, const float* r1, const float* r2, int w,
                           std::uint8_t* out) {
   const auto ch = static_cast<std::size_t>(k.channels);
-  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.f), scale = _mm512_set1_ps(k.scale);
+  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.f);
   // Weight vectors gather tap t of 16 channels: the OIHW weights are channel-major (stride 9).
   const __m512i idx =
       _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(9));
@@ -20,6 +20,7 @@ void conv1a_u8_row_avx512(const Conv1aU8& k, const float* r0, const float* r1, c
     __m512 wt[9];
     for (int t = 0; t < 9; ++t) wt[t] = _mm512_i32gather_ps(idx, k.weight + c0 * 9 + static_cast<std::size_t>(t), 4);
     const __m512 bias = _mm512_loadu_ps(k.bias + c0);
+    const __m512 scale = k.channel_scale ? _mm512_loadu_ps(k.channel_scale + c0) : _mm512_set1_ps(k.scale);
     std::uint8_t* o = out + c0;
     for (int x = 0; x < w; ++x) {
       __m512 acc = bias;

@@ -178,8 +178,13 @@ struct Step {
 };
 
 // Per-layer maximum of the fp32 activations (after bias + ReLU), keyed by layer label ("conv1a" ... "conv4b",
-// "score_a", "descriptor_a"): int8 calibration's result.
-using LayerMax = std::map<std::string, float>;
+// "score_a", "descriptor_a"): int8 calibration's result. `channel`: the same per output channel, for the layers whose
+// readers are all our Winograd kernel (which takes a u8 scale per channel at no cost; see channel_scales).
+struct LayerMax {
+  std::map<std::string, float> layer;
+  std::map<std::string, std::vector<float>> channel;
+  float at(const std::string& label) const { return layer.at(label); }
+};
 
 // The int8 layers' s8 weights (codes and per-output-channel scales) by layer label: int8 calibration's other result
 // (GPTQ, gptq.hpp). A layer without an entry rounds to the nearest code (detail::s8_nearest).
@@ -295,6 +300,8 @@ class StripeUnsupported : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+std::optional<detail::ActivationView> view_of(const memory& m);
 
 class OneDnnExecutor final : public Executor {
  public:
@@ -420,9 +427,25 @@ class OneDnnExecutor final : public Executor {
   // int8: conv1b (+ pool1), conv2a and conv2b (+ pool2) by our Winograd kernel (wino_u8.hpp) where it runs here:
   // prepare_wino made the layer's weights (init_wino_conv1b for conv1b, at the plan's start: the stripes need it).
   bool wino(const std::string& label) const { return wino_.count(label) > 0; }
-  // Prepares layer `label` (reading u8 at in_scale) when the kernel runs here and the layer is int8 writing u8.
-  void prepare_wino(const std::string& label, const model::Conv& c, float in_scale);
-  void init_wino_conv1b(const model::Conv& c) { prepare_wino("conv1b", c, conv1a_.scale); }
+  // The layers the kernel will take (wino_planned_): winograd_expected, a 3x3 int8 layer writing u8 with the
+  // shapes the kernel takes, in an int8 plan, and conv1b among them (the kernel reads u8 channels-last, from conv1b
+  // on).
+  void plan_wino(const model::Weights& wt);
+  // The u8 scales layer `label` writes (one per channel where every reader of its output is planned on the kernel
+  // and the calibration has per-channel figures, else one for all): 255 / the calibrated maximum.
+  std::vector<float> output_scales(const std::string& label) const;
+  // Prepares planned layer `label`, reading u8 at in_scales (one, or one per input channel).
+  void prepare_wino(const std::string& label, const model::Conv& c, const std::vector<float>& in_scales);
+  void init_wino_conv1b(const model::Conv& c) {
+    prepare_wino("conv1b", c, conv1a_.channel_scale ? conv1a_channel_scale_ : std::vector<float>{conv1a_.scale});
+  }
+  // The input scales of an activation: its channels' (channel_scale_) or its one (scale_of).
+  std::vector<float> input_scales(const memory& x) const {
+    const auto it = channel_scale_.find(x.get());
+    return it != channel_scale_.end() ? it->second : std::vector<float>{scale_of(x)};
+  }
+  // Calibration pass: raises record_->channel[label] to this plane's percentile of each channel of `out`.
+  void record_channel_percentiles(const char* label, const memory& out);
   // Layer `label` (+ its pool where pooled_after) by the kernel: conv rows [y0, y0 + rows) of an hh x ww activation
   // from `in` (its row 0 is frame row y0 - 1 when `first_row` is given, a stripe, else the whole activation: rows
   // [0, hh)) into their rows of `out`; `lane` as add_conv1a_u8's.
@@ -477,6 +500,11 @@ class OneDnnExecutor final : public Executor {
   detail::Conv1aU8 conv1a_;
   detail::Conv1aU8Row conv1a_row_ = nullptr;
   std::map<std::string, detail::WinoU8> wino_;  // by layer label
+  std::set<std::string> wino_planned_;
+  std::map<std::string, std::vector<float>> wino_out_scales_;  // what each prepared layer writes (output_scales)
+  std::map<dnnl_memory_t, std::vector<float>> channel_scale_;  // u8 activations with a scale per channel
+  std::vector<float> conv1a_channel_scale_;                    // conv1a_.channel_scale's storage
+  std::set<std::string> record_channels_;                      // calibration: the layers recorded per channel
   detail::WinoU8Kernel wino_kernel_ = nullptr;
   AlignedBuffer wino_scratch_;    // wino_u8_scratch_bytes per thread
   AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
@@ -545,6 +573,10 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
   omp_set_num_threads(threads_);  // primitive creation reads the thread count (blocking heuristics)
   try {
     stream_ = dnnl::stream(eng_);
+    plan_wino(wt);
+    // Calibration records the trunk's activations per channel too where the int8 plan's kernel can use them.
+    if (record_ && winograd_expected("conv1b", algo_override_))
+      record_channels_ = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
     if (conv1a_u8()) init_conv1a_u8(wt.encoder[0]);
     if (conv1a_u8()) init_wino_conv1b(wt.encoder[1]);
     // Stripes (stripes.hpp) unless asked not to; the calibration pass records whole layers. A stripe height whose
@@ -1176,6 +1208,10 @@ void OneDnnExecutor::init_conv1a_u8(const model::Conv& c) {
   conv1a_weight_ = c.weight;
   conv1a_bias_ = c.bias;
   conv1a_ = {conv1a_weight_.data(), conv1a_bias_.data(), c.out_channels, out_scale("conv1a")};
+  if (std::vector<float> s = output_scales("conv1a"); s.size() > 1) {  // conv1b is our kernel: a scale per channel
+    conv1a_channel_scale_ = std::move(s);
+    conv1a_.channel_scale = conv1a_channel_scale_.data();
+  }
   const util::Isa isa = util::best_isa();
   const char* kernel = "reference";
   conv1a_row_ = detail::conv1a_u8_row_reference;
@@ -1188,7 +1224,8 @@ void OneDnnExecutor::init_conv1a_u8(const model::Conv& c) {
   }
   conv1a_scratch_ =
       AlignedBuffer(sizeof(float) * detail::conv1a_u8_scratch_floats(w_) * static_cast<std::size_t>(threads_));
-  description_ += std::string("conv1a:f32:direct_u8(") + kernel + ") ";
+  description_ +=
+      std::string("conv1a:f32:direct_u8(") + kernel + ")" + (conv1a_.channel_scale ? "+u8_per_channel" : "") + " ";
   described_["conv1a"] = true;
 }
 
@@ -1196,6 +1233,7 @@ void OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const
                                    int lane) {
   // Channels-last u8: what oneDNN's int8 brgconv kernels read (conv1b takes it without a reorder).
   scale_[dst.get()] = conv1a_.scale;
+  if (conv1a_.channel_scale) channel_scale_[dst.get()] = conv1a_channel_scale_;
   Step s;
   s.keep = {dst};
   s.fn = [this, dst, y0p, rows, lane] {
@@ -1226,29 +1264,63 @@ void OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const
   seq.push_back(std::move(s));
 }
 
-void OneDnnExecutor::prepare_wino(const std::string& label, const model::Conv& c, float in_scale) {
+void OneDnnExecutor::plan_wino(const model::Weights& wt) {
   // winograd_expected: AVX-512 VNNI (vpdpwssd) without AMX (oneDNN's AMX int8 kernels multiply several times faster
   // than vpdpwssd's 32 per instruction; not measured: no AMX machine so far), and not kept on oneDNN's kernels by
   // SUPERPOINT_RT_CONV_ALGO=<layer>=direct (comparisons). On AVX2 oneDNN's int8 direct kernels stay (our kernel has
   // no AVX2 path).
-  if (!winograd_expected(label, algo_override_) || c.kernel != 3 || c.in_channels % 32 != 0 ||
-      c.out_channels % 64 != 0 || type_of(label) != LayerType::Int8 || dst_type(label, LayerType::Int8) != dt::u8 ||
-      !act_max_)
-    return;
-  wino_[label] = detail::wino_u8_prepare(c.weight.data(), c.bias.data(), c.in_channels, c.out_channels, in_scale,
-                                         out_scale(label.c_str()));
+  if (!act_max_) return;
+  const std::pair<const char*, const model::Conv*> layers[] = {
+      {"conv1b", &wt.encoder[1]}, {"conv2a", &wt.encoder[2]}, {"conv2b", &wt.encoder[3]},
+      {"conv3a", &wt.encoder[4]}, {"conv3b", &wt.encoder[5]}, {"conv4a", &wt.encoder[6]},
+      {"conv4b", &wt.encoder[7]}, {"score_a", &wt.score_a},   {"descriptor_a", &wt.descriptor_a}};
+  for (const auto& [label, c] : layers)
+    if (winograd_expected(label, algo_override_) && c->kernel == 3 && c->in_channels % 32 == 0 &&
+        c->out_channels % 64 == 0 && type_of(label) == LayerType::Int8 && dst_type(label, LayerType::Int8) == dt::u8)
+      wino_planned_.insert(label);
+  if (!wino_planned_.count("conv1b")) wino_planned_.clear();
+}
+
+std::vector<float> OneDnnExecutor::output_scales(const std::string& label) const {
+  const auto readers = consumers().find(label);
+  bool per_channel = act_max_ && act_max_->channel.count(label) > 0 && readers != consumers().end();
+  if (per_channel)
+    for (const std::string& r : readers->second) per_channel = per_channel && wino_planned_.count(r) > 0;
+  if (!per_channel) return {out_scale(label.c_str())};
+  // A channel that never exceeded 0 in calibration (ReLU's zeros) gets scale 1: its u8 values stay 0.
+  std::vector<float> s;
+  for (const float m : act_max_->channel.at(label)) s.push_back(m > 0 ? 255.f / m : 1.f);
+  return s;
+}
+
+void OneDnnExecutor::prepare_wino(const std::string& label, const model::Conv& c, const std::vector<float>& in_scales) {
+  if (!wino_planned_.count(label)) return;
+  const std::vector<float> out = output_scales(label);
+  wino_[label] = detail::wino_u8_prepare(c.weight.data(), c.bias.data(), c.in_channels, c.out_channels, in_scales, out);
+  wino_out_scales_[label] = out;
   wino_kernel_ = detail::wino_u8_rows_avx512vnni;
   const std::size_t bytes =
       detail::wino_u8_scratch_bytes(c.in_channels, c.out_channels) * static_cast<std::size_t>(threads_);
   if (wino_scratch_.bytes < bytes) wino_scratch_ = AlignedBuffer(bytes);
-  describe(label, "int8:winograd4x4_s16(ours:avx512_vnni)");
+  describe(label, std::string("int8:winograd4x4_s16(ours:avx512_vnni)") + (out.size() > 1 ? "+u8_per_channel" : ""));
   if (pooled_after(label)) describe(label == "conv1b" ? "pool1" : label == "conv2b" ? "pool2" : "pool3", "in_" + label);
+}
+
+void OneDnnExecutor::record_channel_percentiles(const char* label, const memory& out) {
+  const std::optional<detail::ActivationView> v = view_of(out);
+  if (!v) return;  // another layout: the layer keeps one scale
+  // The maximum, not the layer's percentile: clipping the top 0.01% of every channel saturated 64 times as many values
+  // as the layer's percentile does and cost 0.5 point of keypoint F1 (bench/quality.py, docs/BENCHMARKS.md).
+  const std::vector<float> p = detail::channel_percentiles(*v, 100);
+  std::vector<float>& m = record_->channel[label];
+  m.resize(p.size(), 0.f);
+  for (std::size_t c = 0; c < p.size(); ++c) m[c] = std::max(m[c], p[c]);
 }
 
 memory OneDnnExecutor::add_wino_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
                                       const std::string& label) {
   if (!wino("conv1b") || x.get_desc() != memory::desc({1, c.in_channels, hh, ww}, dt::u8, tag::nhwc)) return {};
-  prepare_wino(label, c, scale_of(x));
+  prepare_wino(label, c, input_scales(x));
   if (!wino(label)) return {};
   const bool pool = pooled_after(label);
   const memory out =
@@ -1260,7 +1332,11 @@ memory OneDnnExecutor::add_wino_layer(std::vector<Step>& seq, const model::Conv&
 void OneDnnExecutor::add_wino(std::vector<Step>& seq, const std::string& label, std::shared_ptr<const int> first_row,
                               int rows, int hh, int ww, const memory& in, const memory& out, int lane) {
   const bool pool = pooled_after(label);
-  scale_[out.get()] = out_scale(label.c_str());
+  const std::vector<float>& written = wino_out_scales_.at(label);
+  if (written.size() > 1)
+    channel_scale_[out.get()] = written;  // only planned layers read it
+  else
+    scale_[out.get()] = written[0];
   Step s;
   s.keep = {in, out};
   s.fn = [this, k = wino_.at(label).view(), pool, in, out, first_row, rows, hh, ww, lane] {
@@ -1401,8 +1477,9 @@ void OneDnnExecutor::execute(std::vector<Step>& seq, dnnl::stream& stream) {
       stream.wait();
       const float* v = static_cast<const float*>(s.out.get_data_handle());
       const std::size_t n = s.out.get_desc().get_size() / sizeof(float);  // no padding: channels are multiples of 8
-      float& r = (*record_)[s.label];
+      float& r = record_->layer[s.label];
       r = std::max(r, detail::percentile(v, n, clip_));
+      if (record_channels_.count(s.label)) record_channel_percentiles(s.label, s.out);
       if (tap_) tap_(s.label, s.out);
     }
   }

@@ -31,8 +31,9 @@ int wino_u8_limit(int p, int in_channels) {
   return static_cast<int>(std::min<long long>(limit, std::numeric_limits<std::int16_t>::max()));
 }
 
-WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, int out_channels, float in_scale,
-                       float out_scale) {
+WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, int out_channels,
+                       const std::vector<float>& in_scale, const std::vector<float>& out_scale) {
+  auto at = [](const std::vector<float>& v, std::size_t c) { return static_cast<double>(v.size() == 1 ? v[0] : v[c]); };
   WinoU8 k;
   k.in_channels = in_channels;
   k.out_channels = out_channels;
@@ -42,9 +43,10 @@ WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, 
   for (std::size_t o = 0; o < oc; ++o)
     for (std::size_t i = 0; i < ic; ++i) {
       const float* g = weight + (o * ic + i) * 9;
-      double gg[6][3];  // G g
+      const double fold = 1.0 / at(in_scale, i);  // the input channel's u8 scale
+      double gg[6][3];                            // G g
       for (int a = 0; a < 6; ++a)
-        for (int l = 0; l < 3; ++l) gg[a][l] = kG[a][0] * g[l] + kG[a][1] * g[3 + l] + kG[a][2] * g[6 + l];
+        for (int l = 0; l < 3; ++l) gg[a][l] = (kG[a][0] * g[l] + kG[a][1] * g[3 + l] + kG[a][2] * g[6 + l]) * fold;
       for (int a = 0; a < 6; ++a)
         for (int b = 0; b < 6; ++b)
           uf[(o * ic + i) * 36 + static_cast<std::size_t>(a * 6 + b)] =
@@ -53,7 +55,7 @@ WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, 
   k.u.assign(36 * ic * oc, 0);
   k.scale.assign(36 * oc, 0.f);
   k.bias.resize(oc);
-  for (std::size_t o = 0; o < oc; ++o) k.bias[o] = bias[o] * out_scale;
+  for (std::size_t o = 0; o < oc; ++o) k.bias[o] = static_cast<float>(bias[o] * at(out_scale, o));
   for (std::size_t p = 0; p < 36; ++p)
     for (std::size_t o = 0; o < oc; ++o) {
       // One scale per position and output channel: the largest |U| of the input channels maps to the limit.
@@ -63,7 +65,7 @@ WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, 
       for (std::size_t i = 0; i < ic; ++i)
         k.u[((p * (ic / 2) + i / 2) * oc + o) * 2 + i % 2] =
             static_cast<std::int16_t>(std::nearbyint(uf[(o * ic + i) * 36 + p] * s));
-      k.scale[p * oc + o] = static_cast<float>(out_scale / (static_cast<double>(in_scale) * s));
+      k.scale[p * oc + o] = static_cast<float>(at(out_scale, o) / s);
     }
   return k;
 }
@@ -79,7 +81,8 @@ void wino_u8_rows_reference(const WinoU8View& k, const WinoU8Rows& r, void* scra
   const auto ic = static_cast<std::size_t>(k.in_channels), oc = static_cast<std::size_t>(k.out_channels);
   const std::size_t row_bytes = static_cast<std::size_t>(r.w) * ic;
   const int pw = r.w / 2;
-  auto* v = static_cast<std::int16_t*>(scratch);  // [36][in]
+  // [36][in], 64-byte aligned as the AVX-512 kernel's (the scratch may have any alignment; its size has the slack).
+  auto* v = reinterpret_cast<std::int16_t*>((reinterpret_cast<std::uintptr_t>(scratch) + 63) & ~std::uintptr_t{63});
   const WinoTiles range = wino_tiles(r);
   for (int id = range.first; id < range.last; ++id) {
     const int ty = r.y0 + 4 * (id / range.across), tx = 4 * (id % range.across);

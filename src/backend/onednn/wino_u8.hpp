@@ -1,12 +1,13 @@
-// conv1b (and conv2a, conv2b) of the int8 plan with its pool: a 3x3 convolution (stride 1, zero padding 1) + bias +
-// ReLU + 2x2 max pooling of a u8 channels-last (NHWC) activation, by Winograd F(4x4,3x3) in 16-bit integers, written
-// straight as pool1's u8 NHWC output.
+// The int8 plan's 3x3 layers after conv1a (with AVX-512 VNNI): a 3x3 convolution (stride 1, zero padding 1) + bias +
+// ReLU (+ the 2x2 max pooling that follows conv1b, conv2b and conv3b) of a u8 channels-last (NHWC) activation, by
+// Winograd F(4x4,3x3) in 16-bit integers, written straight as the next layer's u8 NHWC input.
 //
-// Why: conv1b is 45% of the network's multiply-adds. oneDNN's int8 direct kernel does 9 multiplies per output and
-// input channel at 4 per 32-bit lane (vpdpbusd); F(4x4,3x3) does 36 per 16 outputs (2.25 each) at 2 per lane
-// (vpdpwssd), half the instructions. oneDNN's own int8 Winograd (F(2x2,3x3)) squeezes the transformed input back into
-// 8 bits and lost 4.5 points of homography accuracy (docs/BENCHMARKS.md); here every transform is exact in integers
-// and the weights keep 11 to 13 bits in the transformed domain, finer than the 8 bits of the direct kernel.
+// Why: oneDNN's int8 direct kernels do 9 multiplies per output and input channel at 4 per 32-bit lane (vpdpbusd);
+// F(4x4,3x3) does 36 per 16 outputs (2.25 each) at 2 per lane (vpdpwssd), half the instructions. oneDNN's own int8
+// Winograd (F(2x2,3x3)) squeezes the transformed input back into 8 bits and lost 4.5 points of homography accuracy
+// (docs/BENCHMARKS.md); here every transform is exact in integers and the weights keep 10 to 13 bits in the
+// transformed domain, finer than the 8 bits of the direct kernel. And the u8 scales may differ per channel, in and
+// out, at no cost: an input channel's is folded into its weights, an output channel's into the dequantisation.
 //
 // The arithmetic, per 4x4 output tile (frame rows y..y+3, columns x..x+3; y and x multiples of 4), in this order (the
 // scalar reference and the AVX-512 VNNI kernel give the same bits; tests/backend/test_wino_u8.cpp; unpooled: q is
@@ -16,7 +17,8 @@
 //        Networks", 2016, F(4x4,3x3)), rows first;
 //   M[p][o] = sum over input channels i of V[p][i] * U[p][i][o] in int32 (exact: |U| <= limit(p), which keeps the
 //        sum of 64 channels inside int32), U = round(G g G^T * s[p][o]) per tile position p and output channel o;
-//   m  = float(M) * (out_scale / (in_scale * s[p][o]))  (the dequantisation, with the output's u8 scale folded in);
+//   m  = float(M) * (out_scale[o] / s[p][o])  (the dequantisation, with the output's u8 scale folded in; the input's
+//        per-channel scales are in U: U = round(G (g / in_scale[i]) G^T * s[p][o]));
 //   Y  = A^T m A in float (down each column of the 6x6 first, then along each row; wino_output_1d);
 //   q  = round-half-even(min(max((max of each 2x2 of Y) + bias * out_scale, 0), 255))  (adding the bias after the
 //        maximum gives the same bits: a rounded sum is monotonic; ReLU and pooling commute with the monotonic
@@ -34,8 +36,8 @@ namespace superpoint_rt::backend::detail {
 struct WinoU8View {
   int in_channels = 0, out_channels = 0;
   const std::int16_t* u = nullptr;  // [36 positions][in / 2][out][2]: channel pairs, as vpdpwssd multiplies them
-  const float* scale = nullptr;     // [36][out]: out_scale / (in_scale * s[p][o])
-  const float* bias = nullptr;      // [out]: bias * out_scale
+  const float* scale = nullptr;     // [36][out]: out_scale[o] / s[p][o]
+  const float* bias = nullptr;      // [out]: bias * out_scale[o]
 };
 
 /// A 3x3 convolution prepared for the kernels, owning its arrays. in_channels % 32 == 0 and out_channels % 64 == 0
@@ -47,9 +49,11 @@ struct WinoU8 {
   WinoU8View view() const { return {in_channels, out_channels, u.data(), scale.data(), bias.data()}; }
 };
 
-/// From f32 OIHW 3x3 weights and bias: u8 input value = activation * in_scale, u8 output = activation * out_scale.
-WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, int out_channels, float in_scale,
-                       float out_scale);
+/// From f32 OIHW 3x3 weights and bias: u8 input value of channel i = activation * in_scale[i], u8 output of channel
+/// o = activation * out_scale[o]; a vector of one value applies to every channel. A per-channel input scale is folded
+/// into that channel's weights before they are rounded (exact in the sum: w * a = (w / s) * (a * s)).
+WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, int out_channels,
+                       const std::vector<float>& in_scale, const std::vector<float>& out_scale);
 
 /// The largest |U| at tile position p (0..35) for `in_channels` channels: the int32 sum cannot overflow.
 int wino_u8_limit(int p, int in_channels);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <vector>
 
 namespace superpoint_rt::backend::detail {
@@ -47,10 +48,25 @@ std::vector<float> channel_percentiles(const ActivationView& v, double q) {
     return v.data[(c / static_cast<std::size_t>(v.block)) * v.channel_block_stride + y * v.row_stride +
                   x * v.column_stride + c % static_cast<std::size_t>(v.block)];
   };
-  const double pos = q >= 100 ? static_cast<double>(n - 1) : q / 100.0 * static_cast<double>(n - 1);
+  if (q >= 100) {  // the maximum (what the plan records per channel): one pass in memory order, no heaps
+    const auto block = static_cast<std::size_t>(v.block);
+    std::fill(out.begin(), out.end(), -std::numeric_limits<float>::infinity());
+    for (std::size_t c0 = 0; c0 < channels; c0 += block) {
+      const std::size_t nb = std::min(block, channels - c0);
+      const float* plane = v.data + (c0 / block) * v.channel_block_stride;
+      float* m = out.data() + c0;
+      for (std::size_t y = 0; y < static_cast<std::size_t>(v.height); ++y)
+        for (std::size_t x = 0; x < static_cast<std::size_t>(v.width); ++x) {
+          const float* px = plane + y * v.row_stride + x * v.column_stride;
+          for (std::size_t j = 0; j < nb; ++j) m[j] = std::max(m[j], px[j]);
+        }
+    }
+    return out;
+  }
+  const double pos = q / 100.0 * static_cast<double>(n - 1);
   const auto lo = static_cast<std::size_t>(pos);
   const std::size_t top = n - lo;  // the values ranked lo and above
-  if (top > n / 64 && q < 100) {   // a low percentile (experiments): each channel's values, percentile()
+  if (top > n / 64) {              // a low percentile (experiments): each channel's values, percentile()
     std::vector<float> values(n);
     for (std::size_t c = 0; c < channels; ++c) {
       std::size_t i = 0;

@@ -23,11 +23,12 @@ namespace {
 constexpr const char* kQualityBf16 =
     "F1@2 1.0000 / 1.0000; MMA, rep, MS within 0.01 pt; HA within 0.41 pt (880 pairs x 10 RANSAC draws)";
 // The all-int8 plan with the six built-in calibration planes. With AVX-512 VNNI (no AMX) every 3x3 layer after conv1a
-// runs on our 16-bit Winograd kernel (wino_u8.hpp; 2026-12-05); elsewhere on oneDNN's direct kernels with GPTQ's
+// runs on our 16-bit Winograd kernel with a u8 scale per channel between those layers (wino_u8.hpp; 2026-12-05
+// 12:30 UTC); elsewhere on oneDNN's direct kernels with GPTQ's
 // weights (AVX-512 VNNI 2026-12-04; capped to AVX2, 44 pairs x 3 draws: F1@2 0.9738 / 0.9091, MMA, rep, MS within
 // 0.13 pt).
 constexpr const char* kQualityInt8Winograd =
-    "F1@2 0.9747 / 0.9010; MMA, rep, MS within 0.20 pt; HA within 0.61 pt (440 pairs x 10 RANSAC draws)";
+    "F1@2 0.9731 / 0.9158; MMA, rep, MS within 0.24 pt; HA within 0.25 pt (440 pairs x 10 RANSAC draws)";
 constexpr const char* kQualityInt8Direct =
     "F1@2 0.9742 / 0.9063; MMA, rep, MS within 0.34 pt; HA within 0.50 pt (440 pairs x 10 RANSAC draws)";
 

@@ -179,7 +179,7 @@ struct Step {
 
 // Per-layer maximum of the fp32 activations (after bias + ReLU), keyed by layer label ("conv1a" ... "conv4b",
 // "score_a", "descriptor_a"): int8 calibration's result. `channel`: the same per output channel, for the layers whose
-// readers are all our Winograd kernel (which takes a u8 scale per channel at no cost; see channel_scales).
+// readers are all our Winograd kernel (which takes a u8 scale per channel at no cost; see output_scales).
 struct LayerMax {
   std::map<std::string, float> layer;
   std::map<std::string, std::vector<float>> channel;
@@ -424,8 +424,9 @@ class OneDnnExecutor final : public Executor {
   }
   // conv1a writes u8 itself (add_conv1a_u8) when conv1b reads u8.
   bool conv1a_u8() const { return type_of("conv1b") == LayerType::Int8; }
-  // int8: conv1b (+ pool1), conv2a and conv2b (+ pool2) by our Winograd kernel (wino_u8.hpp) where it runs here:
-  // prepare_wino made the layer's weights (init_wino_conv1b for conv1b, at the plan's start: the stripes need it).
+  // int8: the 3x3 layers after conv1a (+ pool1, pool2, pool3) by our Winograd kernel (wino_u8.hpp) where it runs
+  // here: prepare_wino made the layer's weights (init_wino_conv1b for conv1b, at the plan's start: the stripes need
+  // it).
   bool wino(const std::string& label) const { return wino_.count(label) > 0; }
   // The layers the kernel will take (wino_planned_): winograd_expected, a 3x3 int8 layer writing u8 with the
   // shapes the kernel takes, in an int8 plan, and conv1b among them (the kernel reads u8 channels-last, from conv1b
@@ -1751,9 +1752,10 @@ LayerPlan default_layer_plan(Precision p) {
   //   int8 (asked: 0.97 / 0.90) all-int8 with every weight at its nearest code 0.9525 / 0.8679; with GPTQ's codes
   //   (gptq.hpp) and six calibration planes 0.9745 / 0.9037 with AVX-512 VNNI, 0.9738 / 0.9091 capped to AVX2.
   //   conv1b and conv2a in f32 (0.9837 / 0.9632 with GPTQ) cost 1.4x the all-int8 forward: int8 is all-int8 on
-  //   every CPU. With AVX-512 VNNI, conv1b, conv2a and conv2b (57% of the multiply-adds) run on our 16-bit Winograd
-  //   kernel (wino_u8.hpp: exact integer transforms, 11-13-bit transformed weights instead of GPTQ's 8-bit codes;
-  //   prepare_wino), 0.81x the forward of oneDNN's direct kernels there (docs/BENCHMARKS.md).
+  //   every CPU. With AVX-512 VNNI (no AMX) every 3x3 layer after conv1a runs on our 16-bit Winograd kernel
+  //   (wino_u8.hpp: exact integer transforms, 10-13-bit transformed weights instead of GPTQ's 8-bit codes, a u8
+  //   scale per channel between those layers; plan_wino), 0.71x the forward of oneDNN's direct kernels, F1 0.9731 /
+  //   0.9158 (docs/BENCHMARKS.md).
   if (p == Precision::Bf16) {
     for (const char* l : {"conv1b", "conv2a", "conv2b"}) plan[l] = LayerType::F32;
     // Without AMX, oneDNN's bf16 convolutions are direct (avx512_core_bf16: two multiply-adds per 32-bit lane), and

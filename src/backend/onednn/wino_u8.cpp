@@ -70,6 +70,13 @@ WinoU8 wino_u8_prepare(const float* weight, const float* bias, int in_channels, 
   return k;
 }
 
+WinoTiles wino_tiles(const WinoU8Rows& r) {
+  const int across = (r.w + 3) / 4, total = (r.y1 - r.y0 + 3) / 4 * across;
+  const int first = r.first_tile < total ? r.first_tile : total;
+  const int last = r.tiles < 0 || r.tiles > total - first ? total : first + r.tiles;
+  return {first, last, across};
+}
+
 std::size_t wino_u8_scratch_bytes(int in_channels, int out_channels) {
   // The AVX-512 kernel's V [36][tiles][in] int16 and m [36][tiles][out] float, 64-byte aligned; the reference needs
   // less (one tile).

@@ -80,12 +80,8 @@ struct WinoU8Rows {
 struct WinoTiles {
   int first = 0, last = 0, across = 0;
 };
-inline WinoTiles wino_tiles(const WinoU8Rows& r) {
-  const int across = (r.w + 3) / 4, total = (r.y1 - r.y0 + 3) / 4 * across;
-  const int first = r.first_tile < total ? r.first_tile : total;
-  const int last = r.tiles < 0 || r.tiles > total - first ? total : first + r.tiles;
-  return {first, last, across};
-}
+/// Defined out of line in the baseline translation unit: the AVX-512 one must not emit a copy the linker could pick.
+WinoTiles wino_tiles(const WinoU8Rows& r);
 
 /// `scratch`: wino_u8_scratch_bytes bytes, any alignment; one call at a time per scratch.
 using WinoU8Kernel = void (*)(const WinoU8View& k, const WinoU8Rows& r, void* scratch);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -39,22 +40,34 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
   const bool h5 = !config.output.empty();
   const std::string parts_dir = config.output + ".parts";
   std::set<std::string> existing;
+  // With overwrite, the old output and parts go on a thread of their own, beside the network: unlinking a large
+  // feature file blocks (9 ms for the 44 images of ../shared/images on ext4, with both cores idle). The writer
+  // touches the output and the parts folder only after `clearing` has finished (join_clearing).
+  std::jthread clearing;
   if (h5) {
     std::error_code ec;
     if (config.overwrite) {
-      fs::remove(config.output, ec);
-      fs::remove_all(parts_dir, ec);
-    } else if (fs::exists(config.output) || !part_files(config.output).empty()) {
-      check_existing_output(config);
-      if (fs::exists(config.output))
-        for (auto& n : list_h5_names(config.output)) existing.insert(n);
-      for (const auto& p : part_files(config.output))
-        for (auto& n : list_h5_names(p)) existing.insert(n);
+      clearing = std::jthread([output = config.output, parts_dir] {
+        std::error_code e;
+        fs::remove(output, e);
+        fs::remove_all(parts_dir, e);
+      });
+    } else {
+      if (fs::exists(config.output) || !part_files(config.output).empty()) {
+        check_existing_output(config);
+        if (fs::exists(config.output))
+          for (auto& n : list_h5_names(config.output)) existing.insert(n);
+        for (const auto& p : part_files(config.output))
+          for (auto& n : list_h5_names(p)) existing.insert(n);
+      }
+      // Temporary part files of a killed run hold no finished work.
+      for (auto it = fs::directory_iterator(parts_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+        if (it->path().extension() == ".tmp") fs::remove(it->path(), ec);
     }
-    // Temporary part files of a killed run hold no finished work.
-    for (auto it = fs::directory_iterator(parts_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-      if (it->path().extension() == ".tmp") fs::remove(it->path(), ec);
   }
+  const auto join_clearing = [&clearing] {
+    if (clearing.joinable()) clearing.join();
+  };
   std::vector<ImageEntry> todo;
   for (const auto& e : images)
     if (existing.count(e.name))
@@ -75,6 +88,7 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
   // starts with that chunk's first result, while the network computes the rest of it.
   const std::size_t last_chunk = todo.empty() ? 0 : (todo.size() - 1) / chunk * chunk;
   model.run_each(inputs, params, config.workers, [&](std::size_t i, std::variant<Features, Error>&& r) {
+    join_clearing();
     if (h5 && i == last_chunk) writer.start_final(part_files(config.output), config.output);
     if (auto* failure = std::get_if<Error>(&r)) {
       rep.failed.push_back({todo[i].name, todo[i].path, failure->what()});
@@ -101,6 +115,7 @@ Report run(const SuperPoint& model, const std::vector<ImageEntry>& images, const
       config.on_progress(end, todo.size(),
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   });
+  join_clearing();
   if (h5 && todo.empty()) {  // nothing new: fold in the parts of killed runs, or write an empty output
     const auto parts = part_files(config.output);
     if (!parts.empty() || !fs::exists(config.output)) writer.start_final(parts, config.output);

@@ -203,7 +203,12 @@ void Engine::network(Prepared& p, const ResolvedParams& rp, bool reuse_network_o
     slot0 = std::unique_lock<std::mutex>(network_mu_[static_cast<std::size_t>(engine::NetworkPlans::slot_of(lane))]);
   }
   backend::Executor& ex = *plan;
-  if (!reuse_network_output) ex.run(ctx.input.data(), rp.return_descriptors);
+  if (!reuse_network_output) {
+    const int slot = engine::NetworkPlans::slot_of(lane);
+    if (lane != engine::Lane::Full) lane_clock_.started(slot, double(p.frame_w) * double(p.frame_h));
+    ex.run(ctx.input.data(), rp.return_descriptors);
+    if (lane != engine::Lane::Full) lane_clock_.finished(slot);
+  }
   p.timing.forward = ms_since(t0);
   const auto t1 = Clock::now();
   post::scores_from_logits(ex.logits(), hc, wc, ctx.heat.data());  // step 6
@@ -371,8 +376,8 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
   // Three stages: the workers prepare up to num_workers + 1 images ahead; this thread runs the network in input
   // order; the workers then post-process each image (steps 7-12) while this thread runs the next forward. At most
   // `ahead` post-processings are pending, so the contexts in flight stay bounded (2 * ahead + 1).
-  // With lanes (list_lanes(), decided at load), this thread hands image i's network and post-processing to lane i % 2
-  // instead: two forwards on half the threads each, side by side.
+  // With lanes (list_lanes(), decided at load), this thread hands image i's network and post-processing to the lanes
+  // instead (whichever is free first): two forwards on half the threads each, side by side.
   // Every task of this list carries its rank: where concurrent lists share the workers and the lanes, the earlier
   // list's images go first, so it finishes (and its caller goes on) while the later one still computes, instead of
   // both finishing together at the end. Its images reach the lanes as soon as they are prepared, without waiting for
@@ -465,8 +470,11 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
         admit_and_submit(i, /*wait=*/true);
         ++submitted;
       }
-      while (!stop && submitted < std::min(images.size(), i + 1 + ahead) && admit_and_submit(submitted, false))
-        ++submitted;
+      // In lanes, the first two images are prepared alone (one core each), so that both lanes start together: the
+      // images after them would otherwise share the cores and hold up the lanes' first forwards unevenly, and the
+      // lane that starts later finishes the list alone.
+      const std::size_t window = lanes && i == 0 ? 2 : i + 1 + ahead;
+      while (!stop && submitted < std::min(images.size(), window) && admit_and_submit(submitted, false)) ++submitted;
       if (i >= ahead) collect_upto(i - ahead);
       collect_ready(i);
       if (failed_early[i]) stop = stop || stop_at_first_error;
@@ -478,18 +486,42 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
           continue;  // drain the futures that were submitted (they reference `images`)
         }
         if (lanes) {
-          const engine::Lane lane = i % 2 ? engine::Lane::Half1 : engine::Lane::Half0;
-          done[i] = lane_thread(lane).submit(
-              [this, &params, &post_one, p, lane] {
+          // Both lane threads get the image; the first free one claims it (the other's copy then returns at once),
+          // so that images of different sizes keep both lanes busy. The last image goes to both lanes' threads at
+          // once (Lane::Full) where that ends sooner than on its lane (lane_clock.hpp), if that frame's Full plan is
+          // at hand: planning it would cost more than the wait it saves.
+          auto job = std::make_shared<LaneJob>();
+          std::future<Features> result = job->result.get_future();
+          const bool last = i + 1 == images.size() && networks_->cached(p->frame_w, p->frame_h, engine::Lane::Full);
+          for (const engine::Lane lane : {engine::Lane::Half0, engine::Lane::Half1}) {
+            auto task = [this, &params, &post_one, p, job, lane, last] {
+              if (job->claimed.exchange(true)) return;
+              try {
+                const engine::Lane use = last && lane_clock_.full_ends_sooner(engine::NetworkPlans::slot_of(lane),
+                                                                              double(p->frame_w) * double(p->frame_h))
+                                             ? engine::Lane::Full
+                                             : lane;
                 try {
-                  network(*p, params, false, lane);
+                  network(*p, params, false, use);
                 } catch (...) {
                   release(*p);
                   throw;
                 }
-                return post_one(p);
-              },
-              rank);
+                job->result.set_value(post_one(p));
+              } catch (...) {
+                job->result.set_exception(std::current_exception());
+              }
+            };
+            if (lane == engine::Lane::Half0) {
+              lane_thread(lane).submit(std::move(task), rank);  // may throw: nothing queued, `result` never used
+            } else {
+              try {
+                lane_thread(lane).submit(std::move(task), rank);
+              } catch (...) {  // the first lane's copy runs it
+              }
+            }
+          }
+          done[i] = std::move(result);
           continue;
         }
         try {

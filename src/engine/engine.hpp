@@ -14,11 +14,12 @@
 // Lanes (plan_cache.hpp), where they cost little memory (list_lanes(), decided at load): a single request alone
 // runs its forward on every thread (Lane::Full, the calling thread). A list runs two forwards side by side instead,
 // each on half the threads (Half0 / Half1, one lane thread each, each its own workspace), and post-processes each
-// image on its lane's thread. No forward then waits at a barrier for a thread that the host work (decode, resize,
-// post-processing) has taken from it, so the cores stay as busy as the forward alone keeps them (issue 21 item 5).
-// Every lane gives the same bits. (Concurrent single requests, a server's clients, taking the half lanes when they
-// meet others in the network stage measured slower than one Full forward at a time: 75.7-76.8 ms per image, and
-// 76.3-76.6 taking whichever lane frees first, against 72.0-72.5; int8, 4 clients, AMD Zen 4.)
+// image on its lane's thread. Each image goes to whichever lane is free first; the last one runs Full instead where
+// the other lane is about to be free anyway (lane_clock.hpp). No forward then waits at a barrier for a thread that the
+// host work (decode, resize, post-processing) has taken from it, so the cores stay as busy as the forward alone keeps
+// them (issue 21 item 5). Every lane gives the same bits. (Concurrent single requests, a server's clients, taking the
+// half lanes when they meet others in the network stage measured slower than one Full forward at a time: 75.7-76.8 ms
+// per image, and 76.3-76.6 taking whichever lane frees first, against 72.0-72.5; int8, 4 clients, AMD Zen 4.)
 //
 // Memory: the plans (plan_cache.hpp), the pooled contexts (context.hpp) and the requests in flight share one
 // budget (memory_budget.hpp): a request is admitted before it allocates anything but its header.
@@ -28,6 +29,7 @@
 
 #include <array>
 #include <atomic>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +42,7 @@
 
 #include "backend/backend.hpp"
 #include "engine/context.hpp"
+#include "engine/lane_clock.hpp"
 #include "engine/memory_budget.hpp"
 #include "engine/plan_cache.hpp"
 #include "image/decode_internal.hpp"
@@ -139,6 +142,12 @@ class Engine {
   static constexpr double kLanesMemoryFactor = 2.0;
   bool lanes_ = false;
   engine::ThreadPool& lane_thread(engine::Lane lane);
+  engine::LaneClock lane_clock_;
+  // A list's image in lanes: queued on both lane threads, run by the first that takes it.
+  struct LaneJob {
+    std::atomic<bool> claimed{false};
+    std::promise<Features> result;
+  };
 
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;

@@ -79,6 +79,11 @@ std::shared_ptr<backend::Executor> NetworkPlans::get(int width, int height, Lane
   return ex;
 }
 
+bool NetworkPlans::cached(int width, int height, Lane lane) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return plans_.count(std::make_tuple(width, height, lane)) != 0;
+}
+
 std::size_t NetworkPlans::resident_bytes() const {
   std::size_t total = backend_.workspace_bytes() + backend_.weights_bytes();
   std::lock_guard<std::mutex> lock(mu_);

@@ -61,6 +61,8 @@ class NetworkPlans {
   /// The executor for the frame (width x height) and lane, planned when missing (outside the lock; concurrent
   /// requests for another frame are not held up). Evicts the least recently used plans beyond kMaxPlans.
   std::shared_ptr<backend::Executor> get(int width, int height, Lane lane = Lane::Full);
+  /// Whether the frame's plan for the lane is cached (get() would not plan it).
+  bool cached(int width, int height, Lane lane) const;
   /// The workspace slot of a lane (backend::PlanOptions::slot).
   static int slot_of(Lane lane) { return lane == Lane::Half1 ? 1 : 0; }
   /// What get() plans for the frame and lane: the lane's threads (Full: the backend's; a half lane: half of them,

@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -209,6 +210,13 @@ def test_skip_existing_resumes_without_recomputing(reference, tmp_path):
     assert_same(read_all(out), read_all(h5))
     extract(root, "--output", out, "--overwrite", "--quiet")
     assert json.loads(pathlib.Path(str(out) + ".report.json").read_text())["processed"] == len(SMALL)
+    # --overwrite starts over: neither the old output's images nor a killed run's part files (removed on a thread of
+    # their own, beside the network) reach the new output
+    parts = pathlib.Path(str(out) + ".parts")
+    parts.mkdir()
+    shutil.copyfile(h5, parts / "part-0-0-0.h5")
+    extract(root / "seq", "--image-root", root, "--output", out, "--overwrite", "--quiet")
+    assert sorted(hloc_names(out)) == sorted(first) and not parts.exists()
 
 
 def test_image_list_glob_and_failures(reference, tmp_path):

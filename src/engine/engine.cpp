@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <iostream>
 #include <new>
@@ -376,12 +377,12 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
   // Three stages: the workers prepare up to num_workers + 1 images ahead; this thread runs the network in input
   // order; the workers then post-process each image (steps 7-12) while this thread runs the next forward. At most
   // `ahead` post-processings are pending, so the contexts in flight stay bounded (2 * ahead + 1).
-  // With lanes (list_lanes(), decided at load), this thread hands image i's network and post-processing to the lanes
-  // instead (whichever is free first): two forwards on half the threads each, side by side.
+  // With lanes (list_lanes(), decided at load), each image is instead one task (prepare, network, post-process) for
+  // whichever lane thread is free first (submit_to_lanes): two forwards on half the threads each, side by side.
   // Every task of this list carries its rank: where concurrent lists share the workers and the lanes, the earlier
   // list's images go first, so it finishes (and its caller goes on) while the later one still computes, instead of
-  // both finishing together at the end. Its images reach the lanes as soon as they are prepared, without waiting for
-  // the lane's previous image: a later list's image queued meanwhile would otherwise take the lane first.
+  // both finishing together at the end. Its images are queued on the lanes as soon as they are admitted: a later
+  // list's image queued meanwhile would otherwise take the lane first.
   engine::ThreadPool& workers = worker_pool(num_workers);
   const std::uint64_t rank = next_list_rank_.fetch_add(1, std::memory_order_relaxed);
   const bool lanes = list_lanes();
@@ -396,22 +397,94 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
   };
   // Admission (memory_budget.hpp) happens here, in input order, before an image's task is queued (its header read,
   // nothing decoded). Image i is admitted, waiting if it must, only once every earlier image has had its network
-  // stage: what it waits for is then freed by post-processing on the workers or by other calls. Images ahead of it
-  // are admitted only if they fit now: they would otherwise wait for memory that this thread's network stage frees.
+  // stage (or, in lanes, was queued): what it waits for is then freed by post-processing on the workers, by the
+  // lanes or by other calls. Images ahead of it are admitted only if they fit now: they would otherwise wait for
+  // memory that this thread's network stage frees.
   // The workers never wait for memory, so a post-processing task is never stuck behind a waiting preparation.
   std::size_t submitted = 0;  // images [0, submitted) were admitted and queued, or failed on the way
   // An image that fails before its task (its file, its header, its claim) counts as failed when this thread gets to
   // it, in input order: the earlier images still run first.
   std::vector<char> failed_early(images.size(), 0);
+  auto post_one = [this, &params](const std::shared_ptr<Prepared>& p) {
+    Features f = postprocess(*p, params);
+    release(*p);
+    return f;
+  };
+  // With lanes, each image is one task (prepare, network, post-process) queued on both lane threads; the first free
+  // one claims it and the other's copy returns at once. Each lane thus prepares its own images between its forwards:
+  // host work taken from the cores by other threads would slow one lane more than the other, at random, and the lane
+  // left behind would finish the list alone. The last image runs Full instead (both lanes' threads) where that ends
+  // sooner than on its lane (lane_clock.hpp), if that frame's Full plan is at hand (planning it costs more than the
+  // wait it saves).
+  struct LaneJob {
+    std::atomic<bool> claimed{false};
+    Source source;
+    engine::MemoryBudget::Ticket ticket;
+    std::promise<Features> result;
+  };
+  // The copies of the images' tasks not known to have run. run_each returns once every image's task has run; a copy
+  // that finds its image claimed touches nothing but its job, so a list does not wait for the other lane to reach
+  // it, except on the way out after an exception (drain), where every copy is waited for. Those that have run are
+  // dropped as the list goes (a long list would otherwise hold two futures per image).
+  std::deque<std::future<void>> copies;
+  auto submit_to_lanes = [&](std::size_t k, Source src, engine::MemoryBudget::Ticket ticket) {
+    auto job = std::make_shared<LaneJob>();
+    job->source = std::move(src);
+    job->ticket = std::move(ticket);
+    std::future<Features> result = job->result.get_future();
+    const bool last = k + 1 == images.size();
+    for (const engine::Lane lane : {engine::Lane::Half0, engine::Lane::Half1}) {
+      auto task = [this, &params, &prepare_one, &post_one, job, lane, last] {
+        if (job->claimed.exchange(true)) return;
+        const int slot = engine::NetworkPlans::slot_of(lane);
+        lane_clock_.preparing(slot);
+        try {
+          auto p = std::make_shared<Prepared>(prepare_one(std::move(job->source), std::move(job->ticket)));
+          const double pixels = double(p->frame_w) * double(p->frame_h);
+          const engine::Lane use = last && networks_->cached(p->frame_w, p->frame_h, engine::Lane::Full) &&
+                                           lane_clock_.full_ends_sooner(slot, pixels)
+                                       ? engine::Lane::Full
+                                       : lane;
+          try {
+            network(*p, params, false, use);
+          } catch (...) {
+            release(*p);
+            throw;
+          }
+          Features f = post_one(p);
+          lane_clock_.idle(slot);
+          job->result.set_value(std::move(f));
+        } catch (...) {
+          lane_clock_.idle(slot);
+          job->result.set_exception(std::current_exception());
+        }
+      };
+      if (lane == engine::Lane::Half0) {
+        copies.push_back(lane_thread(lane).submit(std::move(task), rank));  // may throw: nothing queued
+      } else {
+        try {
+          copies.push_back(lane_thread(lane).submit(std::move(task), rank));
+        } catch (...) {  // the first lane's copy runs it
+        }
+      }
+    }
+    done[k] = std::move(result);
+    while (!copies.empty() && copies.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+      copies.pop_front();
+  };
   auto admit_and_submit = [&](std::size_t k, bool wait) -> bool {
     try {
       Source src = source_of(images[k]);
       const engine::MemoryBudget::Claim claim = claim_of(src, params);
       engine::MemoryBudget::Ticket t = wait ? budget_->admit(claim, src.what) : budget_->try_admit(claim, src.what);
       if (!t.held()) return false;
-      pending[k] = workers.submit([&prepare_one, s = std::move(src),
-                                   t = std::move(t)]() mutable { return prepare_one(std::move(s), std::move(t)); },
-                                  rank);
+      if (lanes) {
+        submit_to_lanes(k, std::move(src), std::move(t));
+      } else {
+        pending[k] = workers.submit([&prepare_one, s = std::move(src),
+                                     t = std::move(t)]() mutable { return prepare_one(std::move(s), std::move(t)); },
+                                    rank);
+      }
     } catch (const Error& e) {
       out[k] = e;
       failed_early[k] = 1;
@@ -420,11 +493,6 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
       failed_early[k] = 1;
     }
     return true;
-  };
-  auto post_one = [this, &params](const std::shared_ptr<Prepared>& p) {
-    Features f = postprocess(*p, params);
-    release(*p);
-    return f;
   };
   std::size_t collected = 0;  // the results of images [0, collected) are in `out` (or went to the sink)
   auto collect_one = [&] {
@@ -463,6 +531,7 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
     }
     for (auto& d : done)
       if (d.valid()) d.wait();
+    for (auto& c : copies) c.wait();
   };
   try {
     for (std::size_t i = 0; i < images.size(); ++i) {
@@ -470,59 +539,18 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
         admit_and_submit(i, /*wait=*/true);
         ++submitted;
       }
-      // In lanes, the first two images are prepared alone (one core each), so that both lanes start together: the
-      // images after them would otherwise share the cores and hold up the lanes' first forwards unevenly, and the
-      // lane that starts later finishes the list alone.
-      const std::size_t window = lanes && i == 0 ? 2 : i + 1 + ahead;
-      while (!stop && submitted < std::min(images.size(), window) && admit_and_submit(submitted, false)) ++submitted;
+      while (!stop && submitted < std::min(images.size(), i + 1 + ahead) && admit_and_submit(submitted, false))
+        ++submitted;
       if (i >= ahead) collect_upto(i - ahead);
       collect_ready(i);
       if (failed_early[i]) stop = stop || stop_at_first_error;
-      if (!pending[i].valid()) continue;  // failed before its task (out[i] says why), or never queued after a stop
+      // In lanes, or failed before its task (out[i] says why), or never queued after a stop.
+      if (!pending[i].valid()) continue;
       try {
         auto p = std::make_shared<Prepared>(pending[i].get());
         if (stop) {
           release(*p);
           continue;  // drain the futures that were submitted (they reference `images`)
-        }
-        if (lanes) {
-          // Both lane threads get the image; the first free one claims it (the other's copy then returns at once),
-          // so that images of different sizes keep both lanes busy. The last image goes to both lanes' threads at
-          // once (Lane::Full) where that ends sooner than on its lane (lane_clock.hpp), if that frame's Full plan is
-          // at hand: planning it would cost more than the wait it saves.
-          auto job = std::make_shared<LaneJob>();
-          std::future<Features> result = job->result.get_future();
-          const bool last = i + 1 == images.size() && networks_->cached(p->frame_w, p->frame_h, engine::Lane::Full);
-          for (const engine::Lane lane : {engine::Lane::Half0, engine::Lane::Half1}) {
-            auto task = [this, &params, &post_one, p, job, lane, last] {
-              if (job->claimed.exchange(true)) return;
-              try {
-                const engine::Lane use = last && lane_clock_.full_ends_sooner(engine::NetworkPlans::slot_of(lane),
-                                                                              double(p->frame_w) * double(p->frame_h))
-                                             ? engine::Lane::Full
-                                             : lane;
-                try {
-                  network(*p, params, false, use);
-                } catch (...) {
-                  release(*p);
-                  throw;
-                }
-                job->result.set_value(post_one(p));
-              } catch (...) {
-                job->result.set_exception(std::current_exception());
-              }
-            };
-            if (lane == engine::Lane::Half0) {
-              lane_thread(lane).submit(std::move(task), rank);  // may throw: nothing queued, `result` never used
-            } else {
-              try {
-                lane_thread(lane).submit(std::move(task), rank);
-              } catch (...) {  // the first lane's copy runs it
-              }
-            }
-          }
-          done[i] = std::move(result);
-          continue;
         }
         try {
           network(*p, params, false);

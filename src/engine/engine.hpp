@@ -1,7 +1,7 @@
 // The request path (SPEC §2) behind every interface. Backend-agnostic: it talks to backend::Backend/Executor only.
 //
 // A request runs in three stages:
-//   prepare      (calling or worker thread; prepare.cpp): the image's header -> its network frame -> admission
+//   prepare      (calling, worker or lane thread; prepare.cpp): the image's header -> its network frame -> admission
 //                under the memory budget -> decode -> channel pick -> resize -> v / 255 into a pooled Context. One
 //                function per kind of request: the fused JPEG decode + Pillow resize (hf JPEG bytes), the Pillow
 //                8-bit resize of decoded or caller pixels (hf), the float resizes of the hloc / LightGlue presets. A
@@ -13,13 +13,14 @@
 //
 // Lanes (plan_cache.hpp), where they cost little memory (list_lanes(), decided at load): a single request alone
 // runs its forward on every thread (Lane::Full, the calling thread). A list runs two forwards side by side instead,
-// each on half the threads (Half0 / Half1, one lane thread each, each its own workspace), and post-processes each
-// image on its lane's thread. Each image goes to whichever lane is free first; the last one runs Full instead where
-// the other lane is about to be free anyway (lane_clock.hpp). No forward then waits at a barrier for a thread that the
-// host work (decode, resize, post-processing) has taken from it, so the cores stay as busy as the forward alone keeps
-// them (issue 21 item 5). Every lane gives the same bits. (Concurrent single requests, a server's clients, taking the
-// half lanes when they meet others in the network stage measured slower than one Full forward at a time: 75.7-76.8 ms
-// per image, and 76.3-76.6 taking whichever lane frees first, against 72.0-72.5; int8, 4 clients, AMD Zen 4.)
+// each on half the threads (Half0 / Half1, one lane thread each, each its own workspace); each image is prepared,
+// run and post-processed on the thread of whichever lane is free first, so that the host work slows both lanes
+// alike. The last one runs Full instead where the other lane is about to be free anyway (lane_clock.hpp). No forward
+// then waits at a barrier for a thread that the host work (decode, resize, post-processing) has taken from it, so the
+// cores stay as busy as the forward alone keeps them (issue 21 item 5). Every lane gives the same bits. (Concurrent
+// single requests, a server's clients, taking the half lanes when they meet others in the network stage measured slower
+// than one Full forward at a time: 75.7-76.8 ms per image, and 76.3-76.6 taking whichever lane frees first,
+// against 72.0-72.5; int8, 4 clients, AMD Zen 4.)
 //
 // Memory: the plans (plan_cache.hpp), the pooled contexts (context.hpp) and the requests in flight share one
 // budget (memory_budget.hpp): a request is admitted before it allocates anything but its header.
@@ -29,7 +30,6 @@
 
 #include <array>
 #include <atomic>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,10 +73,13 @@ class Engine {
   bool closed() const noexcept { return closed_.load(); }
   const ModelInfo& info() const noexcept { return info_; }
   const model::ModelConfig& config() const noexcept { return weights_config_; }
-  /// The worker pool of list requests, grown to at least `workers` threads (one pool for the engine's life).
+  /// The worker pool of list requests, grown to at least `workers` threads (one pool for the engine's life). Lists
+  /// in lanes do not use it: each lane thread prepares its own images.
   engine::ThreadPool& worker_pool(int workers);
   /// Lists run two forwards side by side on half the threads each (decided at load: engine.cpp).
   bool list_lanes() const noexcept { return lanes_; }
+  /// The thread of a half lane (Half0 or Half1), made on first use and shared by every list.
+  engine::ThreadPool& lane_thread(engine::Lane lane);
   /// The memory budget (its limit, and what it accounts for now and at most so far).
   const engine::MemoryBudget& memory_budget() const noexcept { return *budget_; }
 
@@ -141,13 +144,7 @@ class Engine {
   // and where both lanes' workspaces fit in kLanesMemoryFactor times the single forward's (decided at load).
   static constexpr double kLanesMemoryFactor = 2.0;
   bool lanes_ = false;
-  engine::ThreadPool& lane_thread(engine::Lane lane);
   engine::LaneClock lane_clock_;
-  // A list's image in lanes: queued on both lane threads, run by the first that takes it.
-  struct LaneJob {
-    std::atomic<bool> claimed{false};
-    std::promise<Features> result;
-  };
 
   std::mutex pool_mu_;
   std::unique_ptr<engine::ThreadPool> pool_;

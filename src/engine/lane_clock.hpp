@@ -24,20 +24,26 @@ class LaneClock {
   /// fp32 on 2 threads of AMD Zen 4: 51 against 85 ms at 640x480; more threads scale less well, hence the margin).
   static constexpr double kFullShare = 0.7;
 
-  /// A lane (workspace slot 0 or 1) starts a forward of a frame of `pixels` at `now`.
+  /// A lane (workspace slot 0 or 1) took an image and prepares it: its forward has not started, so it is busy for at
+  /// least a whole forward more.
+  void preparing(int slot);
+  /// A lane starts a forward of a frame of `pixels` at `now`.
   void started(int slot, double pixels, Clock::time_point now = Clock::now());
   /// The lane's forward ended at `now`: its time per pixel updates the lanes' rate.
   void finished(int slot, Clock::time_point now = Clock::now());
+  /// The lane is done with its image (or gave up on it): free.
+  void idle(int slot);
 
   /// Whether the last image of a list, of `pixels`, about to start on lane `slot`, should rather run as one Full
   /// forward once the other lane's forward in flight is done: when what that forward has left, by the rate so far,
   /// plus the Full forward (kFullShare of the half-lane one) ends before the half-lane forward would. False until a
-  /// lane forward has finished (no rate yet).
+  /// lane forward has finished (no rate yet), and while the other lane prepares an image.
   bool full_ends_sooner(int slot, double pixels, Clock::time_point now = Clock::now()) const;
 
  private:
   struct Lane {
     bool busy = false;
+    bool preparing = false;  // busy, its forward not started
     Clock::time_point since{};
     double pixels = 0;
   };

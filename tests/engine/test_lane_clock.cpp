@@ -52,6 +52,24 @@ TEST(LaneClock, FullOnlyWhereTheOtherLaneIsNearlyDone) {
   EXPECT_TRUE(c.full_ends_sooner(0, kPixels / 4, t1 + milliseconds(81)));
 }
 
+// A lane that took an image and prepares it has a whole forward ahead: a Full forward would hold it up.
+TEST(LaneClock, TheOtherLanePreparingKeepsTheHalfLane) {
+  LaneClock c;
+  const Clock::time_point t0{};
+  learn(c, t0, 80);
+  c.preparing(1);
+  EXPECT_FALSE(c.full_ends_sooner(0, kPixels, t0 + milliseconds(100)));
+  c.finished(1, t0 + milliseconds(150));  // no forward ran: neither free nor a rate from it
+  EXPECT_FALSE(c.full_ends_sooner(0, kPixels, t0 + milliseconds(150)));
+  c.started(1, kPixels, t0 + milliseconds(150));
+  EXPECT_TRUE(c.full_ends_sooner(0, kPixels, t0 + milliseconds(220)));  // 10 ms left: Full
+  c.idle(1);
+  EXPECT_TRUE(c.full_ends_sooner(0, kPixels, t0 + milliseconds(160)));
+  c.preparing(1);
+  c.idle(1);  // gave up on its image
+  EXPECT_TRUE(c.full_ends_sooner(0, kPixels, t0 + milliseconds(160)));
+}
+
 TEST(LaneClock, TheRateMovesByAQuarterOfEachForward) {
   LaneClock c;
   const Clock::time_point t0{};

@@ -65,13 +65,16 @@ struct Gate {
   }
 };
 
-// Runs the list with the hook: the `held`-th submit's job is held back, the `fails`-th submit throws.
+// Runs the list with the hook on the worker pool (lists without lanes) or on the first lane's thread (lists in lanes,
+// where each image's task is queued on both lane threads): the `held`-th submit's job is held back, the `fails`-th
+// submit throws.
 void expect_waits(int workers, int held, int fails, bool stop_at_first_error, const std::string& precision = "fp32") {
   Engine engine(small_options(precision));
   const auto jpeg = sprt_test::read_bytes(sprt_test::shared_jpegs().front());
   std::vector<ImageInput> images;
   for (int i = 0; i < 5; ++i) images.push_back(ImageInput::bytes(jpeg, "image" + std::to_string(i) + ".jpg"));
-  engine::ThreadPool& pool = engine.worker_pool(workers);
+  engine::ThreadPool& pool =
+      engine.list_lanes() ? engine.lane_thread(engine::Lane::Half0) : engine.worker_pool(workers);
   Gate gate;
   int submits = 0;
   pool.set_submit_hook([&](std::function<void()>& job) {
@@ -159,6 +162,7 @@ TEST(RunEach, LanesGiveEachImageTheBitsOfASingleRequest) {
 
 TEST(RunEach, WaitsForItsTasksWhenSubmitThrowsInLanes) {
   if (!runs_here("int8")) GTEST_SKIP() << "int8 does not run on this CPU (or under SUPERPOINT_RT_ISA)";
+  // The first lane's copy of image 0 is held back (the second lane runs the image); image 1's first submit fails.
   expect_waits(2, 1, 2, false, "int8");
 }
 

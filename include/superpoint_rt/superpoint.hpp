@@ -164,8 +164,10 @@ class SuperPoint {
   Features run(const ImageInput& image, const Params& params = {}) const;
 
   /// Several images, results in input order. `num_workers` threads decode and resize the next images while the
-  /// network runs the current one (0 = everything on the calling thread). The first failing image throws; use
-  /// run_each for per-image errors.
+  /// network runs the current one (0 = everything on the calling thread). Where lists run two forwards side by side
+  /// (int8 on two or more threads: docs/PYTHON.md), each of those two threads decodes its own images instead, and
+  /// num_workers (> 0) only sets how many images are read and queued ahead (num_workers + 1). The first failing image
+  /// throws; use run_each for per-image errors.
   std::vector<Features> run(std::span<const ImageInput> images, const Params& params = {}, int num_workers = 4) const;
 
   /// Like run(span) but never throws for a single image: each result is either Features or the Error it raised.

@@ -247,7 +247,8 @@ class SuperPoint:
         True: HF luma instead of the R channel), resize ("640x480" fixed frame, None = native size), resize_max
         (long side), resize_force, interpolation ("pil_bilinear", "cv2_area", "antialias_bilinear"), exif_orientation
         (files on the hloc / lightglue paths: rotate by the EXIF tag; hloc False, lightglue True), num_workers (4;
-        lists: threads decoding the next images while the network runs the current one), return_tensors (None =
+        lists: threads decoding the next images while the network runs the current one; where a list runs two
+        forwards side by side, each decodes its own images and num_workers only sets how many are read ahead), return_tensors (None =
         numpy, "pt" = torch).
         """
         if not params and type(images) is np.ndarray and images.ndim < 4:

@@ -383,9 +383,9 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
   // list's images go first, so it finishes (and its caller goes on) while the later one still computes, instead of
   // both finishing together at the end. Its images are queued on the lanes as soon as they are admitted: a later
   // list's image queued meanwhile would otherwise take the lane first.
-  engine::ThreadPool& workers = worker_pool(num_workers);
-  const std::uint64_t rank = next_list_rank_.fetch_add(1, std::memory_order_relaxed);
   const bool lanes = list_lanes();
+  engine::ThreadPool* workers = lanes ? nullptr : &worker_pool(num_workers);  // lanes prepare their own images
+  const std::uint64_t rank = next_list_rank_.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::future<Prepared>> pending(images.size());
   std::vector<std::future<Features>> done(images.size());
   out.resize(images.size(), Error(ErrorKind::Internal, "not processed"));
@@ -481,9 +481,9 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
       if (lanes) {
         submit_to_lanes(k, std::move(src), std::move(t));
       } else {
-        pending[k] = workers.submit([&prepare_one, s = std::move(src),
-                                     t = std::move(t)]() mutable { return prepare_one(std::move(s), std::move(t)); },
-                                    rank);
+        pending[k] = workers->submit([&prepare_one, s = std::move(src),
+                                      t = std::move(t)]() mutable { return prepare_one(std::move(s), std::move(t)); },
+                                     rank);
       }
     } catch (const Error& e) {
       out[k] = e;
@@ -558,7 +558,7 @@ std::vector<std::variant<Features, Error>> Engine::run_each(std::span<const Imag
           release(*p);
           throw;
         }
-        done[i] = workers.submit([&post_one, p] { return post_one(p); }, rank);
+        done[i] = workers->submit([&post_one, p] { return post_one(p); }, rank);
       } catch (const Error& e) {
         fail(i, e);
       } catch (const std::bad_alloc&) {

@@ -20,8 +20,8 @@ class LaneClock {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// A Full forward of a frame takes at most this share of a half-lane forward of it (measured 0.60 with int8 and
-  /// fp32 on 2 threads of AMD Zen 4: 51 against 85 ms at 640x480; more threads scale less well, hence the margin).
+  /// A Full forward of a frame takes at most this share of a half-lane forward of it (measured 0.60 with int8 on
+  /// 2 threads of AMD Zen 4: 51 against 85 ms at 640x480; more threads scale less well, hence the margin).
   static constexpr double kFullShare = 0.7;
 
   /// A lane (workspace slot 0 or 1) took an image and prepares it: its forward has not started, so it is busy for at

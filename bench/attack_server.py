@@ -296,7 +296,11 @@ def match_body():
 MATCH_QUERY = "?max_keypoints=-1&keypoint_threshold=0&nms_radius=0"
 
 
-def post_match(port, query=MATCH_QUERY, timeout=600.0):
+WAIT_S = 600.0  # how long a client waits for a match, and the sigterm row for the exit (--wait-s)
+
+
+def post_match(port, query=MATCH_QUERY, timeout=None):
+    timeout = WAIT_S if timeout is None else timeout
     body, ctype = match_body()
     t0 = time.time()
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -337,10 +341,11 @@ def attack_sigterm(srv, clients=4, query=MATCH_QUERY, after_s=1.0):
     t0 = time.time()
     srv.proc.send_signal(signal.SIGTERM)
     try:
-        srv.proc.wait(600)
+        srv.proc.wait(WAIT_S)
     except subprocess.TimeoutExpired:
         srv.proc.kill()
         srv.proc.wait()
+        return {"status": "still running, killed", "exit_s": f"> {WAIT_S:g}"}
     return {"status": srv.proc.returncode, "exit_s": round(time.time() - t0, 2)}
 
 
@@ -358,8 +363,10 @@ def main():
     ap.add_argument("--side", type=int, default=512, help="the dense row's resize frame")
     ap.add_argument("--budget-mb", type=int, default=1024, help="--memory-budget-mb of the dense and match rows")
     ap.add_argument("--timeout-s", type=float, default=10, help="--timeout-s of the match rows")
+    ap.add_argument("--wait-s", type=float, default=600.0, help="the longest wait for a match or for the exit")
     ap.add_argument("--json")
     a = ap.parse_args()
+    globals()["WAIT_S"] = a.wait_s
     rows = a.rows.split(",")
     out = []
 

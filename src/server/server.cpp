@@ -369,8 +369,11 @@ void check_content_type(const Route& route, std::string_view content_type) {
                         "' (allowed: image/*, application/octet-stream, multipart/form-data with a field 'image')"};
 }
 
+// Bytes in MiB for messages, to 0.1 MiB.
 std::string mib(std::int64_t bytes) {
-  return std::to_string((bytes + (std::int64_t{1} << 20) - 1) >> 20) + " MiB";
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return o.str();
 }
 
 // The image requests that wait for a worker: `workers` threads run them, at most `queue` wait, and one that has not
@@ -606,8 +609,8 @@ struct HttpServer::Impl final : HttpRoutes {
                              "Transfer-Encoding '" + util::printable(te) +
                                  "' is not supported: send the body with Content-Length, or chunked"});
     const RouteKind kind = kind_of(*route);
-    if (kind == RouteKind::Other) return get_route(*route);
     try {
+      if (kind == RouteKind::Other) return get_route(*route);
       // No request body is ever decompressed (issue 32: a 3 MB gzip body inflated to 3 GiB): a body in any
       // Content-Encoding but identity is refused before it is read.
       if (const std::string_view ce = req.header("Content-Encoding"); !ce.empty() && !iequals(ce, "identity"))
@@ -631,10 +634,8 @@ struct HttpServer::Impl final : HttpRoutes {
       req.admit_body = [this, s = st.get()](std::uint64_t bytes) { return admit_body(*s, bytes); };
       req.hold = std::move(st);
       return std::nullopt;
-    } catch (const HttpError& e) {
-      return error_response(e);
-    } catch (const Error& e) {
-      return error_response(from_error(e));
+    } catch (...) {  // nothing may leave an I/O thread's handler
+      return answer_error(std::current_exception());
     }
   }
 
@@ -658,22 +659,22 @@ struct HttpServer::Impl final : HttpRoutes {
     w->req = std::move(req);
     w->responder = std::move(responder);
     const Clock::time_point arrived = w->req.arrived;
-    if (!w->st) return respond(*w, error_response({500, "Internal", "internal error: a request without its state"}));
     try {
+      if (!w->st) throw HttpError{500, "Internal", "internal error: a request without its state"};
       check(*w);
-    } catch (...) {
-      return respond(*w, answer_error(std::current_exception()));
+      WorkQueue::Job job{deadline_of(arrived), [this, w] { execute(*w); },
+                         [this, w] {
+                           respond(*w, error_response({504, "Timeout",
+                                                       "the request waited longer than " + plain_number(cfg.timeout_s) +
+                                                           " s for a worker (--timeout-s)"}));
+                         }};
+      if (!work.submit(std::move(job)))
+        throw HttpError{503, "Overloaded",
+                        "all " + std::to_string(cfg.workers) + " workers are busy and " + std::to_string(cfg.queue) +
+                            " requests are waiting (--queue); retry later"};
+    } catch (...) {  // nothing may leave an I/O thread's handler
+      respond(*w, answer_error(std::current_exception()));
     }
-    WorkQueue::Job job{deadline_of(arrived), [this, w] { execute(*w); },
-                       [this, w] {
-                         respond(*w, error_response({504, "Timeout",
-                                                     "the request waited longer than " + plain_number(cfg.timeout_s) +
-                                                         " s for a worker (--timeout-s)"}));
-                       }};
-    if (!work.submit(std::move(job)))
-      respond(*w, error_response({503, "Overloaded",
-                                  "all " + std::to_string(cfg.workers) + " workers are busy and " +
-                                      std::to_string(cfg.queue) + " requests are waiting (--queue); retry later"}));
   }
 
   // ---- the checks of a complete request (I/O thread): its images' headers, then its memory --------------------

@@ -494,6 +494,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string().swap(body_);
     if (!close_after_) {
       ex_.reset();
+      head_only_ = false;
+      version_ = 11;
       idle_since_ = Clock::now();
       started_ = ex_.buffer().size() > 0;  // a pipelined request already buffered
       request_start_ = idle_since_;
@@ -646,7 +648,18 @@ int HttpTransport::bind(const std::string& host, int port) {
 void HttpTransport::start() {
   Impl& s = *impl_;
   net::post(s.acceptor.get_executor(), [&s] { s.accept(); });
-  for (int i = 0; i < std::max(1, s.shared->limits.io_threads); ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+  // A handler that throws leaves run() with the exception (the routes catch their own; this is the last line):
+  // the thread goes on serving the others, as Asio's documentation advises, and that connection is dropped.
+  for (int i = 0; i < std::max(1, s.shared->limits.io_threads); ++i)
+    s.threads.emplace_back([&s] {
+      for (;;) {
+        try {
+          s.ioc.run();
+          return;
+        } catch (...) {
+        }
+      }
+    });
 }
 
 void HttpTransport::stop() {

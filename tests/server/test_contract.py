@@ -149,6 +149,17 @@ def test_batch_deadline_holds_per_image(srv):
     assert elapsed < 0.3 + len(single) * per_image + 5, (elapsed, per_image)
 
 
+def test_match_second_image_starts_within_the_deadline(srv):
+    # Issue 32: --timeout-s (0.3 s here) bounds /v1/match's second image as it bounds a batch's later images: two
+    # 4032 x 3024 images, the first takes longer than that, and the second does not start.
+    body, ctype = multipart([("image0", JPG_BIG, image_bytes(JPG_BIG)), ("image1", JPG_BIG, image_bytes(JPG_BIG))])
+    t0 = time.time()
+    status, headers, resp = request(srv, "POST", "/v1/match?max_keypoints=10", body, {"Content-Type": ctype})
+    msg = assert_error(status, headers, resp, 504)
+    assert "image1" in msg and "--timeout-s" in msg, msg
+    assert time.time() - t0 < 0.3 + 10
+
+
 # --- one definition of every limit ------------------------------------------------------------------------------
 
 

@@ -590,26 +590,26 @@ struct HttpServer::Impl final : HttpRoutes {
   }
 
   std::optional<HttpResponse> on_header(HttpRequest& req) override {
-    const Route* route = find_route(req.path);
-    if (route == nullptr)
-      return error_response({404, "NotFound",
-                             "no route " + util::printable(req.method) + " " + util::printable(req.path) +
-                                 " (routes: " + route_list() + ")"});
-    if (!allows(*route, req.method)) {
-      HttpResponse r = error_response({405, "MethodNotAllowed",
-                                       "method " + util::printable(req.method) + " is not allowed on " + route->path +
-                                           " (allowed: " + route->allow + ")"});
-      r.fields.emplace_back("Allow", route->allow);
-      return r;
-    }
-    // Beast frames only chunked bodies; any other transfer coding would leave the body to be read as the next
-    // request (RFC 9112 §6.1: 501).
-    if (const std::string_view te = req.header("Transfer-Encoding"); !te.empty() && !iequals(te, "chunked"))
-      return error_response({501, "NotImplemented",
-                             "Transfer-Encoding '" + util::printable(te) +
-                                 "' is not supported: send the body with Content-Length, or chunked"});
-    const RouteKind kind = kind_of(*route);
     try {
+      const Route* route = find_route(req.path);
+      if (route == nullptr)
+        throw HttpError{404, "NotFound",
+                        "no route " + util::printable(req.method) + " " + util::printable(req.path) +
+                            " (routes: " + route_list() + ")"};
+      if (!allows(*route, req.method)) {
+        HttpResponse r = error_response({405, "MethodNotAllowed",
+                                         "method " + util::printable(req.method) + " is not allowed on " + route->path +
+                                             " (allowed: " + route->allow + ")"});
+        r.fields.emplace_back("Allow", route->allow);
+        return r;
+      }
+      // Beast frames only chunked bodies; any other transfer coding would leave the body to be read as the next
+      // request (RFC 9112 §6.1: 501).
+      if (const std::string_view te = req.header("Transfer-Encoding"); !te.empty() && !iequals(te, "chunked"))
+        throw HttpError{501, "NotImplemented",
+                        "Transfer-Encoding '" + util::printable(te) +
+                            "' is not supported: send the body with Content-Length, or chunked"};
+      const RouteKind kind = kind_of(*route);
       if (kind == RouteKind::Other) return get_route(*route);
       // No request body is ever decompressed (issue 32: a 3 MB gzip body inflated to 3 GiB): a body in any
       // Content-Encoding but identity is refused before it is read.
@@ -658,7 +658,7 @@ struct HttpServer::Impl final : HttpRoutes {
     w->st = std::static_pointer_cast<RequestState>(req.hold);
     w->req = std::move(req);
     w->responder = std::move(responder);
-    const Clock::time_point arrived = w->req.arrived;
+    const Clock::time_point arrived = w->req.complete;
     try {
       if (!w->st) throw HttpError{500, "Internal", "internal error: a request without its state"};
       check(*w);
@@ -849,7 +849,7 @@ struct HttpServer::Impl final : HttpRoutes {
   HttpResponse run(Work& w) {
     const RequestState& st = *w.st;
     const Params& params = st.opt.params;
-    const Clock::time_point arrived = w.req.arrived, deadline = deadline_of(arrived);
+    const Clock::time_point arrived = w.req.complete, deadline = deadline_of(arrived);
     const double queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
     HttpResponse r;
     if (st.route == RouteKind::Keypoints) {
@@ -1081,7 +1081,7 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
       {"header_timeout_s", c.header_timeout_s, "", std::to_string(c.header_timeout_s),
        "a request line and headers not complete this many seconds after their first byte get 408"},
       {"body_timeout_s", c.body_timeout_s, "", std::to_string(c.body_timeout_s),
-       "a body not complete this many seconds after its header get 408"},
+       "a body not complete this many seconds after its header gets 408"},
       {"read_timeout_s", c.read_timeout_s, "", std::to_string(c.read_timeout_s),
        "a client that sends nothing for this many seconds in the middle of a request gets 408"},
       {"write_timeout_s", c.write_timeout_s, "", std::to_string(c.write_timeout_s),

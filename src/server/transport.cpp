@@ -138,6 +138,7 @@ class Exchange {
 
   HttpRequest take() {
     req_.body = std::move(parser_->get().body());
+    req_.complete = Clock::now();
     return std::move(req_);
   }
 
@@ -396,9 +397,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read() {
     auto [p, n] = ex_.buffer().space();
-    if (n == 0) return close();  // cannot happen: a full buffer is refused by the exchange
-    const auto [deadline, answers] = read_deadline();
-    arm(deadline);
+    if (n == 0) return close();             // cannot happen: a full buffer is refused by the exchange
+    const auto deadline = read_deadline();  // (no structured binding: clang 14 cannot capture those)
+    const bool answers = deadline.second;
+    arm(deadline.first);
     sock_.async_read_some(net::buffer(p, n), [self = shared_from_this(), answers](error_code ec, std::size_t got) {
       const bool late = self->disarm();
       if (ec == net::error::operation_aborted && late) {
@@ -501,6 +503,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       request_start_ = idle_since_;
       return serve();
     }
+    ex_.reset();  // the request's body and what it holds (its memory claims) go now, not after the linger
     if (!linger_after_) return close_now();
     // The client may still be sending the body the answer refused: read and drop it for a while, so that it sees the
     // answer rather than a reset (RFC 9112 §9.6).
@@ -540,6 +543,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     closed_ = true;
     hold_.reset();
+    ex_.reset();
     error_code ignored;
     timer_.cancel();
     sock_.shutdown(tcp::socket::shutdown_both, ignored);

@@ -52,8 +52,10 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> fields;
   std::optional<std::uint64_t> content_length;  // the declared body size; none: chunked or no body
   bool chunked = false;
-  std::string body;                                 // complete in on_request; empty in on_header
-  std::chrono::steady_clock::time_point arrived{};  // when the header was complete
+  std::string body;                                  // complete in on_request; empty in on_header
+  std::chrono::steady_clock::time_point arrived{};   // when the header was complete
+  std::chrono::steady_clock::time_point complete{};  // when the body was (in on_request): the request "arrived" for
+                                                     // --timeout-s, as a slow upload is no worker's time
   /// Set by on_header: what the request holds (e.g. its memory claims), kept until its answer is written.
   std::shared_ptr<void> hold;
   /// Set by on_header: asked before the body may grow to `bytes` (declared bodies once, chunked ones as they grow);

@@ -259,10 +259,12 @@ void NpzWriter::finish() {
 std::vector<std::uint8_t> npz_bytes(const std::map<std::string, NpyArray>& arrays) {
   std::string out;
   NpzWriter w(out);
-  for (const auto& [name, arr] : arrays)
-    w.add(name, arr.dtype, arr.shape, arr.data.size(), [&](std::uint8_t* dst) {
+  for (const auto& member : arrays) {
+    const NpyArray& arr = member.second;  // (not a structured binding: clang 14 cannot capture those)
+    w.add(member.first, arr.dtype, arr.shape, arr.data.size(), [&arr](std::uint8_t* dst) {
       if (!arr.data.empty()) std::memcpy(dst, arr.data.data(), arr.data.size());
     });
+  }
   w.finish();
   return {out.begin(), out.end()};
 }

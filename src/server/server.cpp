@@ -717,7 +717,8 @@ struct HttpServer::Impl final : HttpRoutes {
       w.errors.resize(w.parts.size());
       std::int64_t answer = 64, features = 0, engine = 0;
       for (std::size_t i = 0; i < w.parts.size(); ++i) {
-        answer += kErrorEntryBytes + static_cast<std::int64_t>(w.parts[i].name.size());
+        // An error entry quotes the part's name (already made printable) up to twice, JSON-escaped (2x).
+        answer += kErrorEntryBytes + 4 * static_cast<std::int64_t>(w.parts[i].name.size());
         try {
           checked(w.parts[i]);
           const MemoryEstimate e = estimate(w.parts[i], st.opt.params);
@@ -745,7 +746,7 @@ struct HttpServer::Impl final : HttpRoutes {
     w.answer_bytes = static_cast<std::size_t>(answer);
   }
 
-  // An error entry of a batch answer, at most (its message quotes the part's name, counted separately).
+  // An error entry of a batch answer, at most, besides the part's name its message quotes.
   static constexpr std::int64_t kErrorEntryBytes = 4096;
 
   // What the image's request would claim in the engine, from its header (nothing is decoded).

@@ -150,13 +150,13 @@ def test_batch_deadline_holds_per_image(srv):
 
 
 def test_match_second_image_starts_within_the_deadline(srv):
-    # Issue 32: --timeout-s (0.3 s here) bounds /v1/match's second image as it bounds a batch's later images: two
-    # 4032 x 3024 images, the first takes longer than that, and the second does not start.
+    # Issue 32: --timeout-s (0.3 s here) bounds /v1/match's second image as it bounds a batch's later images, and the
+    # matching: two 4032 x 3024 images take about that long, so the second does not start or the matcher gives up.
     body, ctype = multipart([("image0", JPG_BIG, image_bytes(JPG_BIG)), ("image1", JPG_BIG, image_bytes(JPG_BIG))])
     t0 = time.time()
     status, headers, resp = request(srv, "POST", "/v1/match?max_keypoints=10", body, {"Content-Type": ctype})
     msg = assert_error(status, headers, resp, 504)
-    assert "image1" in msg and "--timeout-s" in msg, msg
+    assert ("image1" in msg or "matching" in msg) and "--timeout-s" in msg, msg
     assert time.time() - t0 < 0.3 + 10
 
 

@@ -1142,6 +1142,9 @@ int driver_main(ArgReader& args) {
                  {"cpu", cpu_model()},
                  {"cpu_features", util::cpu_features_string()},
                  {"cpu_units", units},
+                 // A run capped to a narrower ISA (an AVX-512 machine standing in for an AVX2-only one) says so:
+                 // bench/tables.py gives it a table of its own.
+                 {"isa_cap", std::getenv("SUPERPOINT_RT_ISA") ? json(std::getenv("SUPERPOINT_RT_ISA")) : json()},
                  {"fastest_precision", fastest_precision_on_this_cpu()},
                  {"precisions", server::precisions_json()},
                  {"rounds", rounds},

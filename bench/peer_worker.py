@@ -18,9 +18,10 @@
          --cache-dir as superpoint_HxW_int8_<digest of the planes>.xml
   ncnn   ncnn (PyPI `ncnn`) on the graph converted from the same ONNX graph by pnnx (PyPI `pnnx`: its own binary,
          no torch needed for an ONNX input; fp16=0, so the weights stay float32), written once to --cache-dir as
-         superpoint_HxW.ncnn.param / .bin; opt.num_threads=T, fp16 storage and arithmetic off (ncnn's default on a
-         CPU with F16C / AVX512-FP16 is on: this row is fp32), every other option at ncnn's default (Winograd on,
-         F(6x6) / F(4x4) / F(2x2) chosen per layer by ncnn); one Extractor per forward
+         superpoint_HxW.ncnn.param / .bin; opt.num_threads=T, fp16 / bf16 storage and arithmetic off, so that the
+         row is fp32 whatever the CPU (ncnn.Option's default has fp16 on; its x86 convolutions gave the same outputs
+         with it on here), every other option at ncnn's default (Winograd on: ncnn picks F(6x6), F(4x4) or F(2x2)
+         per layer); one Extractor per forward
   mnn    MNN (PyPI `MNN`) on the same ONNX graph converted by MNN's converter, called as its compiled module
          (`_tools.mnnconvert`, inside this Python), never through the `mnnconvert` script (which pip-installs a
          telemetry package into the first Python on PATH), written once to --cache-dir as superpoint_HxW.mnn;
@@ -258,7 +259,7 @@ def ncnn_runner(a, plane):
     paths = converted(a, (".ncnn.param", ".ncnn.bin"), convert)
     net = ncnn.Net()
     net.opt.num_threads = a.threads
-    # fp32: ncnn's Option enables fp16 storage / arithmetic by default where the CPU has it.
+    # fp32 whatever the CPU: ncnn.Option's default enables fp16 storage / arithmetic where a layer and the CPU have it.
     net.opt.use_fp16_storage = net.opt.use_fp16_packed = net.opt.use_fp16_arithmetic = False
     net.opt.use_bf16_storage = net.opt.use_bf16_packed = False
     opts = options(a)

@@ -243,17 +243,21 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   const std::string json_path = out.file("bench.json");
   std::string log;
   // One small extra frame keeps the test quick (the default frames are 1024x768 and 1600x1200), and so do two
-  // copies per throughput iteration and a folder of two small images.
+  // copies per throughput iteration and a folder of two small images. No peers, but a peer Python (the test one,
+  // with numpy) for the float64 reference (bench/reference_f64.py) that every row's error is measured against.
   sprt_test::TempDir folder;
   for (const char* name : {"icl_250.png", "skimage_coins.png"})
     std::filesystem::copy_file(img(name), folder.file(name));
-  const std::string args = " --rounds 1 --iters 2 --warmup 0 --threads 1 --precisions fp32 --peer-python '' --jpeg " +
+  const std::string py = sprt_test::python_with(false);
+  ASSERT_FALSE(py.empty());
+  const std::string args = " --rounds 1 --iters 2 --warmup 0 --threads 1 --precisions fp32 --peers '' --peer-python " +
+                           py + " --peer-script " + SPRT_SOURCE_DIR + "/bench/peer_worker.py --jpeg " +
                            img("berlin01_1600x900.jpg") + " --png " + img("icl_250.png") + " --json " + json_path +
                            " --frames 320x240 --throughput-copies 2 --images " + folder.path();
   ASSERT_EQ(sprt_test::run_command(cli() + "bench" + args + weights(), &log), 0) << log;
   for (const std::string& s :
        std::vector<std::string>{"forward 480x640", "JPEG 1600x900", "PNG 640x480", "x ORT", "x OV", "ours fp32",
-                                "no peer Python", "forward 640x480", "forward 320x240", "cost/px", "hloc request",
+                                "error vs f64", "forward 640x480", "forward 320x240", "cost/px", "hloc request",
                                 "hloc:superpoint_aachen on the JPEG 1600x900 (network 1024x576)",
                                 "throughput: ms per image (p50) of 2 copies", "list JPEG", "batch folder", "x/ceil",
                                 "the 2 images of " + folder.path()})
@@ -275,6 +279,12 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   EXPECT_GT(row.at("peak_rss_mb_forward").get<double>(), 10.0);
   EXPECT_GT(row.at("peak_rss_mb_request").get<double>(), 10.0);
   EXPECT_NE(row.at("plan").get<std::string>().find("conv1a"), std::string::npos);
+  // fp32 against the float64 network on the same plane: inside SPEC §2's bounds (scores 1e-5, descriptors 1e-4),
+  // and not zero (float32 rounds). A layout mix-up (cell-major read as channel-major) gives errors near 1.
+  const auto& err = row.at("error_vs_float64");
+  for (const char* map : {"scores", "descriptors"}) EXPECT_GT(err.at(map).get<double>(), 0.0) << map;
+  EXPECT_LE(err.at("scores").get<double>(), 1e-5);
+  EXPECT_LE(err.at("descriptors").get<double>(), 1e-4);
   // The throughput table: every interface measured once per iteration (the folder once per round), and its share
   // of the network-only rate is the forward p50 over its own p50.
   for (const char* kind : {"list_jpeg", "batch_jpeg", "server_jpeg", "batch_images"}) {
@@ -339,11 +349,17 @@ TEST(Cli, BenchPrintsOneTableAndJson) {
   EXPECT_EQ(sprt_test::run_command(cli() + "bench --help", &log), 0) << log;
 
   // A precision this CPU lacks (bf16 needs avx512_bf16; SUPERPOINT_RT_ISA=avx2 caps the kernels as on such a CPU)
-  // drops its row with a note instead of failing the whole table.
-  ASSERT_EQ(sprt_test::run_command(
-                "SUPERPOINT_RT_ISA=avx2 " + cli() + "bench" + args + weights() + " --precisions fp32,bf16", &log),
+  // drops its row with a note instead of failing the whole table. Without a peer Python (the last --peer-python
+  // wins) the table says so, and has no error vs float64.
+  ASSERT_EQ(sprt_test::run_command("SUPERPOINT_RT_ISA=avx2 " + cli() + "bench" + args + weights() +
+                                       " --precisions fp32,bf16 --peer-python ''",
+                                   &log),
             0)
       << log;
+  EXPECT_NE(log.find("no peer Python"), std::string::npos) << log;
+  const auto capped = nlohmann::json::parse(sprt_test::read_bytes(json_path));
+  ASSERT_FALSE(capped.at("rows").empty());
+  EXPECT_FALSE(capped.at("rows")[0].contains("error_vs_float64"));
   EXPECT_NE(log.find("ours bf16 at 2 thread(s) not measured"), std::string::npos) << log;
   EXPECT_NE(log.find("ours fp32"), std::string::npos) << log;
   EXPECT_NE(log.find(units.line("avx2") + "\n"), std::string::npos) << units.line("avx2") << "\n" << log;

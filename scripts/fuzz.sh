@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan) and runs each for a bounded time.
 #   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]      default 30 s, every harness
-#   harnesses: decode decode_plane decode_cv2 http weights hub npz pairs h5        (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
+#   harnesses: decode decode_plane decode_cv2 http weights hub npz pairs h5 pth       (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
 # Environment: FUZZ_BUILD_DIR (default build-fuzz/ in the repository), SUPERPOINT_RT_SHARED (images for the seeds,
 # default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS,
 # FUZZ_SAVE_DIR (where failing inputs are copied, as <dir>/<name>/; default fuzz/regressions),
@@ -18,7 +18,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-30}"
 shift || true
-all=(decode decode_plane decode_cv2 http weights hub npz pairs h5)
+all=(decode decode_plane decode_cv2 http weights hub npz pairs h5 pth)
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do

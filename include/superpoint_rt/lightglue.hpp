@@ -60,11 +60,11 @@ struct LightGlueOptions {
 
 /// The result of one pair, in cvg's form.
 struct LightGlueMatches {
-  std::vector<std::int32_t> matches0;  // n0: index in image 1 or -1 (cvg's matches0)
-  std::vector<std::int32_t> matches1;  // n1: index in image 0 or -1
-  std::vector<float> scores0;          // n0: cvg's matching_scores0 (the mutual best's probability, 0 otherwise)
-  std::vector<float> scores1;          // n1
-  int stop = 0;                        // layers run (cvg's "stop")
+  std::vector<std::int32_t> matches0;        // n0: index in image 1 or -1 (cvg's matches0)
+  std::vector<std::int32_t> matches1;        // n1: index in image 0 or -1
+  std::vector<float> scores0;                // n0: cvg's matching_scores0 (the mutual best's probability, 0 otherwise)
+  std::vector<float> scores1;                // n1
+  int stop = 0;                              // layers run (cvg's "stop")
   std::vector<std::int32_t> prune0, prune1;  // cvg's prune0 / prune1: layers each point took part in
 
   /// The matched pairs (i, matches0[i]) in increasing i (cvg's "matches").

@@ -24,10 +24,14 @@ sp::LightGlueFeatures features_of(const Floats& kpts, const Floats& desc, double
   if (kpts.ndim() != 2 || kpts.shape(1) != 2)
     throw sp::Error(sp::ErrorKind::InvalidArgument, w + ": keypoints must be (N, 2)");
   if (desc.ndim() != 2 || desc.shape(0) != kpts.shape(0))
-    throw sp::Error(sp::ErrorKind::InvalidArgument, w + ": descriptors must be (N, D) with N = " +
-                                                        std::to_string(kpts.shape(0)) + " (the keypoints)");
-  return {kpts.data(), desc.data(), static_cast<std::size_t>(kpts.shape(0)), static_cast<int>(desc.shape(1)),
-          static_cast<float>(width), static_cast<float>(height)};
+    throw sp::Error(sp::ErrorKind::InvalidArgument,
+                    w + ": descriptors must be (N, D) with N = " + std::to_string(kpts.shape(0)) + " (the keypoints)");
+  return {kpts.data(),
+          desc.data(),
+          static_cast<std::size_t>(kpts.shape(0)),
+          static_cast<int>(desc.shape(1)),
+          static_cast<float>(width),
+          static_cast<float>(height)};
 }
 
 py::dict to_dict(const sp::LightGlueMatches& r) {

@@ -22,8 +22,8 @@ inline __m256 exp_np(__m256 x) {
   using namespace poly;
   const __m256 in = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_GE_OQ);
   const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT |
-                                                                                  _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x);
   r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kExpC[0]);
@@ -68,7 +68,8 @@ void softmax_tile(float* s, int rows, int cols, int lds, float* row_max, float* 
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     for (int j = 0; j < cols; j += 16) {
       const __m256i k0 = tail(cols - j), k1 = tail(cols - j - 8);
-      const __m256 e0 = _mm256_and_ps(exp_np(_mm256_sub_ps(_mm256_maskload_ps(x + j, k0), mm)), _mm256_castsi256_ps(k0));
+      const __m256 e0 =
+          _mm256_and_ps(exp_np(_mm256_sub_ps(_mm256_maskload_ps(x + j, k0), mm)), _mm256_castsi256_ps(k0));
       _mm256_maskstore_ps(x + j, k0, e0);
       lo = _mm256_add_ps(lo, e0);
       if (cols - j > 8) {

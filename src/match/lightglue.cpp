@@ -55,7 +55,7 @@ struct LightGlue::Impl {
 namespace {
 
 constexpr int kQueryBlock = 64;   // queries per attention task
-constexpr int kKeyTile = 512;     // keys per online-softmax step (64 x 512 logits: 128 KiB, in L2)
+constexpr int kKeyTile = 2048;    // keys per online-softmax step (64 x 2048 logits: 512 KiB, in L2)
 constexpr int kAssignBlock = 32;  // rows of sim per assignment task
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -70,9 +70,9 @@ int default_threads() {
 void sgemm(char ta, char tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t lda,
            const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
-  const dnnl_status_t st = dnnl_sgemm(ta, tb, static_cast<dnnl_dim_t>(m), static_cast<dnnl_dim_t>(n),
-                                      static_cast<dnnl_dim_t>(k), alpha, a, static_cast<dnnl_dim_t>(lda), b,
-                                      static_cast<dnnl_dim_t>(ldb), beta, c, static_cast<dnnl_dim_t>(ldc));
+  const dnnl_status_t st =
+      dnnl_sgemm(ta, tb, static_cast<dnnl_dim_t>(m), static_cast<dnnl_dim_t>(n), static_cast<dnnl_dim_t>(k), alpha, a,
+                 static_cast<dnnl_dim_t>(lda), b, static_cast<dnnl_dim_t>(ldb), beta, c, static_cast<dnnl_dim_t>(ldc));
   if (st != dnnl_success)
     throw Error(ErrorKind::Internal, "LightGlue: oneDNN sgemm failed (status " + std::to_string(static_cast<int>(st)) +
                                          ") on " + std::to_string(m) + " x " + std::to_string(n) + " x " +
@@ -107,9 +107,9 @@ struct ErrorSlot {
 
 // out[i][h * hd + k] (row stride ldo) = softmax_j(scale * q_i . k_j) v_j for each head h: cvg's Attention (torch's
 // scaled_dot_product_attention) in tiles with an online softmax (file comment).
-void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size_t nq, const float* k,
-               std::size_t ldk, const float* v, std::size_t ldv, std::size_t nk, int heads, int hd, float scale,
-               float* out, std::size_t ldo, int threads) {
+void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size_t nq, const float* k, std::size_t ldk,
+               const float* v, std::size_t ldv, std::size_t nk, int heads, int hd, float scale, float* out,
+               std::size_t ldo, int threads) {
   if (nq == 0) return;
   const std::size_t qblocks = (nq + kQueryBlock - 1) / kQueryBlock;
   const std::size_t tasks = qblocks * static_cast<std::size_t>(heads);
@@ -293,8 +293,8 @@ struct Assignment {
 };
 
 // MatchAssignment + sigmoid_log_double_softmax + the maxima of filter_matches, in two passes (file comment).
-Assignment assign(const LgKernels& kern, const lightglue::detail::Layer& L, const Side& a, const Side& b,
-                  std::size_t d, int threads) {
+Assignment assign(const LgKernels& kern, const lightglue::detail::Layer& L, const Side& a, const Side& b, std::size_t d,
+                  int threads) {
   const std::size_t n0 = a.n, n1 = b.n;
   // mdesc = final_proj(desc) / d**0.25 (a Python float, applied in float32).
   const float div = static_cast<float>(std::pow(static_cast<double>(d), 0.25));
@@ -458,7 +458,8 @@ void check_features(const LightGlueFeatures& f, int input_dim, const char* which
 
 void LightGlueOptions::validate() const {
   auto conf = [](const char* name, double v) {
-    if (!(v <= 1.0)) invalid(std::string(name) + ": " + std::to_string(v) + " is out of range (allowed: <= 1, -1 = off)");
+    if (!(v <= 1.0))
+      invalid(std::string(name) + ": " + std::to_string(v) + " is out of range (allowed: <= 1, -1 = off)");
   };
   conf("depth_confidence", depth_confidence);
   conf("width_confidence", width_confidence);
@@ -689,10 +690,10 @@ std::string default_lightglue_weights(const LightGlueConf& conf) {
   std::error_code ec;
   if (!path.empty() && fs::is_regular_file(path, ec)) return path;
   if (std::string(conf.features) == "superpoint") return "ETH-CVG/lightglue_superpoint";
-  throw Error(ErrorKind::NotFound, std::string("no LightGlue weights for ") + conf.name + ": " +
-                                       (path.empty() ? "torch's hub cache has no folder (no HOME)"
-                                                     : path + " does not exist") +
-                                       " (name them with --matcher-weights: a cvg .pth file)");
+  throw Error(ErrorKind::NotFound,
+              std::string("no LightGlue weights for ") + conf.name + ": " +
+                  (path.empty() ? "torch's hub cache has no folder (no HOME)" : path + " does not exist") +
+                  " (name them with --matcher-weights: a cvg .pth file)");
 }
 
 }  // namespace superpoint_rt

@@ -32,9 +32,9 @@ struct Linear {
 };
 
 struct Ffn {
-  Linear fc1;                       // 2d -> 2d
-  std::vector<float> ln_g, ln_b;    // LayerNorm(2d)
-  Linear fc2;                       // 2d -> d
+  Linear fc1;                     // 2d -> 2d
+  std::vector<float> ln_g, ln_b;  // LayerNorm(2d)
+  Linear fc2;                     // 2d -> d
 };
 
 struct Layer {

@@ -121,11 +121,12 @@ Weights weights_from_tensors(const std::map<std::string, Tensor>& in, const std:
   w.source = source;
   const bool cvg = r.has("posenc.Wr.weight"), hf = r.has("positional_encoder.projector.weight");
   if (cvg == hf)
-    throw Error(ErrorKind::Model, source + ": not LightGlue weights: " +
-                                      (cvg ? std::string("both posenc.Wr.weight and positional_encoder.projector.weight")
-                                           : std::string("neither posenc.Wr.weight (cvg's layout) nor "
-                                                         "positional_encoder.projector.weight (transformers')")) +
-                                      " is present");
+    throw Error(ErrorKind::Model,
+                source + ": not LightGlue weights: " +
+                    (cvg ? std::string("both posenc.Wr.weight and positional_encoder.projector.weight")
+                         : std::string("neither posenc.Wr.weight (cvg's layout) nor "
+                                       "positional_encoder.projector.weight (transformers')")) +
+                    " is present");
   w.layout = cvg ? "cvg" : "transformers";
   const Tensor& wr = *r.find(cvg ? "posenc.Wr.weight" : "positional_encoder.projector.weight");
   if (wr.shape.size() != 2 || wr.shape[1] != 2 || wr.shape[0] < 1 || wr.shape[0] > 1024)
@@ -135,13 +136,13 @@ Weights weights_from_tensors(const std::map<std::string, Tensor>& in, const std:
   w.head_dim = static_cast<int>(2 * wr.shape[0]);
   w.wr = wr.data;
   // The width: the self attention's output projection (d x d).
-  const std::string out0 = cvg ? "transformers.0.self_attn.out_proj.weight"
-                               : "transformer_layers.0.self_attention.o_proj.weight";
+  const std::string out0 =
+      cvg ? "transformers.0.self_attn.out_proj.weight" : "transformer_layers.0.self_attention.o_proj.weight";
   const Tensor* o = r.find(out0);
   if (!o || o->shape.size() != 2 || o->shape[0] != o->shape[1] || o->shape[0] < 1 || o->shape[0] > 4096)
-    throw Error(ErrorKind::Model, source + ": " + (o ? "tensor " + out0 + " has shape " + shape_text(o->shape) +
-                                                           ", expected [d, d]"
-                                                     : "missing tensor " + out0));
+    throw Error(ErrorKind::Model, source + ": " +
+                                      (o ? "tensor " + out0 + " has shape " + shape_text(o->shape) + ", expected [d, d]"
+                                         : "missing tensor " + out0));
   const int d = static_cast<int>(o->shape[0]);
   if (d % w.head_dim != 0)
     throw Error(ErrorKind::Model, source + ": width " + std::to_string(d) + " is not a multiple of the head dim " +

@@ -59,7 +59,8 @@ std::map<std::string, Member> zip_members(const std::vector<std::uint8_t>& z, co
     cd = rd<std::uint64_t>(&z[z64 + 48]);
   }
   // Each central entry takes at least 46 bytes: more entries than that could fit is a lie, refused before the loop.
-  if (entries > size / 46) bad(source, std::to_string(entries) + " zip entries cannot fit " + std::to_string(size) + " bytes");
+  if (entries > size / 46)
+    bad(source, std::to_string(entries) + " zip entries cannot fit " + std::to_string(size) + " bytes");
   std::map<std::string, Member> out;
   std::uint64_t p = cd;
   for (std::uint64_t e = 0; e < entries; ++e) {
@@ -93,7 +94,8 @@ std::map<std::string, Member> zip_members(const std::vector<std::uint8_t>& z, co
       bad(source, "zip member " + name + " is compressed (method " + std::to_string(method) +
                       "); torch.save stores its members uncompressed");
     if (csize != usize)
-      bad(source, "stored zip member " + name + " has sizes " + std::to_string(csize) + " and " + std::to_string(usize));
+      bad(source,
+          "stored zip member " + name + " has sizes " + std::to_string(csize) + " and " + std::to_string(usize));
     if (!fits(loff, 30) || rd<std::uint32_t>(&z[loff]) != 0x04034b50u)
       bad(source, "zip member " + name + ": bad local header at offset " + std::to_string(loff));
     m.data = loff + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
@@ -152,8 +154,8 @@ const char* global_name(Global g) {
 }
 
 std::optional<Global> find_global(const std::string& module, const std::string& name) {
-  for (Global g : {Global::OrderedDict, Global::RebuildTensor, Global::FloatStorage, Global::HalfStorage,
-                   Global::BFloat16Storage})
+  for (Global g :
+       {Global::OrderedDict, Global::RebuildTensor, Global::FloatStorage, Global::HalfStorage, Global::BFloat16Storage})
     if (module + "." + name == global_name(g)) return g;
   return std::nullopt;
 }
@@ -191,15 +193,17 @@ class Unpickler {
           push_global(module, name, at);
           break;
         }
-        case 'q': memo(u8()); break;              // BINPUT
-        case 'r': memo(rd32()); break;            // LONG_BINPUT
-        case 0x94: memo(memo_.size()); break;     // MEMOIZE
-        case 'h': push(get(u8())); break;         // BINGET
-        case 'j': push(get(rd32())); break;       // LONG_BINGET
-        case '(': push(make(Mark{})); break;      // MARK
+        case 'q': memo(u8()); break;                           // BINPUT
+        case 'r': memo(rd32()); break;                         // LONG_BINPUT
+        case 0x94: memo(memo_.size()); break;                  // MEMOIZE
+        case 'h': push(get(u8())); break;                      // BINGET
+        case 'j': push(get(rd32())); break;                    // LONG_BINGET
+        case '(': push(make(Mark{})); break;                   // MARK
         case ')': push(make(std::vector<ValuePtr>{})); break;  // EMPTY_TUPLE
         case 't': push(make(pop_to_mark())); break;            // TUPLE
-        case 0x85: case 0x86: case 0x87: {                     // TUPLE1..3
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
           const std::size_t k = static_cast<std::size_t>(op - 0x84);
           if (stack_.size() < k) fail("TUPLE" + std::to_string(k) + " on a short stack");
           std::vector<ValuePtr> t(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
@@ -222,13 +226,13 @@ class Unpickler {
           for (std::size_t i = 0; i < kv.size(); i += 2) d.emplace_back(kv[i], kv[i + 1]);
           break;
         }
-        case 'X': push(make(std::string(text(rd32())))); break;      // BINUNICODE
-        case 0x8c: push(make(std::string(text(u8())))); break;       // SHORT_BINUNICODE
-        case 0x8d: push(make(std::string(text(rd64())))); break;     // BINUNICODE8
+        case 'X': push(make(std::string(text(rd32())))); break;                 // BINUNICODE
+        case 0x8c: push(make(std::string(text(u8())))); break;                  // SHORT_BINUNICODE
+        case 0x8d: push(make(std::string(text(rd64())))); break;                // BINUNICODE8
         case 'J': push(make(std::int64_t{rd<std::int32_t>(take(4))})); break;   // BININT
-        case 'K': push(make(std::int64_t{u8()})); break;                         // BININT1
+        case 'K': push(make(std::int64_t{u8()})); break;                        // BININT1
         case 'M': push(make(std::int64_t{rd<std::uint16_t>(take(2))})); break;  // BININT2
-        case 0x8a: {                                                             // LONG1
+        case 0x8a: {                                                            // LONG1
           const std::size_t k = u8();
           if (k > 8) fail("an integer of " + std::to_string(k) + " bytes");
           const std::uint8_t* b = take(k);
@@ -239,18 +243,17 @@ class Unpickler {
           break;
         }
         case 'N': push(make(std::monostate{})); break;  // NONE
-        case 0x88: push(make(true)); break;              // NEWTRUE
-        case 0x89: push(make(false)); break;             // NEWFALSE
-        case 'Q': push(persistent(pop())); break;        // BINPERSID
-        case 'R': {                                      // REDUCE
+        case 0x88: push(make(true)); break;             // NEWTRUE
+        case 0x89: push(make(false)); break;            // NEWFALSE
+        case 'Q': push(persistent(pop())); break;       // BINPERSID
+        case 'R': {                                     // REDUCE
           ValuePtr args = pop(), fn = pop();
           push(reduce(fn, args, at));
           break;
         }
         case 'b': {  // BUILD: only the state dict's _metadata (a dict, or None) on a dict
           ValuePtr state = pop();
-          if (!is<std::shared_ptr<Items>>(top()) ||
-              !(is<std::shared_ptr<Items>>(state) || is<std::monostate>(state)))
+          if (!is<std::shared_ptr<Items>>(top()) || !(is<std::shared_ptr<Items>>(state) || is<std::monostate>(state)))
             fail("BUILD at offset " + std::to_string(at) + " on something other than a dict");
           break;
         }
@@ -379,14 +382,15 @@ class Unpickler {
       if (!a.empty()) fail("OrderedDict called with arguments at offset " + std::to_string(at));
       return make(std::make_shared<Items>());
     }
-    if (!g || *g != Global::RebuildTensor) fail("REDUCE at offset " + std::to_string(at) + " calls no allowed function");
+    if (!g || *g != Global::RebuildTensor)
+      fail("REDUCE at offset " + std::to_string(at) + " calls no allowed function");
     // _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
     if (a.size() < 6 || a.size() > 7) fail("_rebuild_tensor_v2 with " + std::to_string(a.size()) + " arguments");
     const auto* st = std::get_if<std::shared_ptr<const Storage>>(&a[0]->v);
     if (!st) fail("_rebuild_tensor_v2 without a storage");
     if (++tensors_ > kMaxTensors) fail("more than " + std::to_string(kMaxTensors) + " tensors");
     TensorRef t{*st, integer(a[1], "a storage offset"), {}, {}};
-    const auto& shape = tuple(a[2], "a tensor's size"), &stride = tuple(a[3], "a tensor's stride");
+    const auto &shape = tuple(a[2], "a tensor's size"), &stride = tuple(a[3], "a tensor's stride");
     if (shape.size() != stride.size() || shape.size() > kMaxDims)
       fail("a tensor with " + std::to_string(shape.size()) + " sizes and " + std::to_string(stride.size()) +
            " strides (at most " + std::to_string(kMaxDims) + ")");

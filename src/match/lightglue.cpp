@@ -107,6 +107,16 @@ struct ErrorSlot {
 
 // out[i][h * hd + k] (row stride ldo) = softmax_j(scale * q_i . k_j) v_j for each head h: cvg's Attention (torch's
 // scaled_dot_product_attention) in tiles with an online softmax (file comment).
+// Keys per online-softmax step: kKeyTile, or SUPERPOINT_RT_LIGHTGLUE_KEY_TILE (a multiple of 16; for tests, which run
+// several tiles on pairs small enough for the reference).
+std::size_t key_tile() {
+  if (const char* e = std::getenv("SUPERPOINT_RT_LIGHTGLUE_KEY_TILE")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v >= 16 && v <= kKeyTile && v % 16 == 0) return static_cast<std::size_t>(v);
+  }
+  return kKeyTile;
+}
+
 void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size_t nq, const float* k, std::size_t ldk,
                const float* v, std::size_t ldv, std::size_t nk, int heads, int hd, float scale, float* out,
                std::size_t ldo, int threads) {
@@ -115,6 +125,7 @@ void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size
   const std::size_t tasks = qblocks * static_cast<std::size_t>(heads);
   const std::size_t hdu = static_cast<std::size_t>(hd);
   ErrorSlot err;
+  const std::size_t tile = key_tile();
   const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), tasks));
 #pragma omp parallel num_threads(team)
   {
@@ -139,8 +150,8 @@ void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size
         std::fill(acc.begin(), acc.end(), 0.0f);
         std::fill(m.begin(), m.end(), kNegInf);
         std::fill(l.begin(), l.end(), 0.0f);
-        for (std::size_t j0 = 0; j0 < nk; j0 += kKeyTile) {
-          const std::size_t cols = std::min<std::size_t>(kKeyTile, nk - j0);
+        for (std::size_t j0 = 0; j0 < nk; j0 += tile) {
+          const std::size_t cols = std::min<std::size_t>(tile, nk - j0);
           sgemm('N', 'T', rows, cols, hdu, scale, qh, ldq, k + j0 * ldk + h * hdu, ldk, 0.0f, s.data(), kKeyTile);
           kern.softmax_tile(s.data(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
                             alpha.data());

@@ -40,31 +40,35 @@ def pretrained_path(name: str) -> Path:
 
 
 def random_model(input_dim: int, seed: int, *, early: bool, prune: bool, depth_confidence: float = 0.95,
-                 width_confidence: float = 0.99):
+                 width_confidence: float = 0.99, descriptor_dim: int = 256):
     """cvg's LightGlue with seeded random weights. With `early`, the token-confidence heads are biased so that the
     network stops after a few layers; with `prune`, the matchability heads so that a share of points is pruned at
     each layer (random weights alone do neither: their confidences sit near 0.5). The feed-forward outputs are scaled
     down and final_proj is near 16 x identity, so that the descriptors survive the layers and the pairs of
-    related_features find matches (random layers alone leave none to compare)."""
+    related_features find matches (random layers alone leave none to compare). A descriptor_dim under 256 (any
+    multiple of 4 x 8) keeps the reference quick on Debian's python3-torch, whose BLAS is the netlib reference: the
+    C++ code takes its shapes from the weights."""
     import torch
 
     lg = cvg_module()
     torch.manual_seed(seed)
-    model = lg.LightGlue(features=None, input_dim=input_dim, flash=False, depth_confidence=depth_confidence,
-                         width_confidence=width_confidence).eval()
+    model = lg.LightGlue(features=None, input_dim=input_dim, descriptor_dim=descriptor_dim, flash=False,
+                         depth_confidence=depth_confidence, width_confidence=width_confidence).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
+            if name == "input_proj.weight":  # projected descriptors of about unit norm, as the inputs
+                p.mul_(2.0 * (model.conf.input_dim / model.conf.descriptor_dim) ** 0.5)
             if ".ffn.3." in name:  # small updates: the residual stream keeps the descriptors, so pairs match
                 p.mul_(0.05)
             if ".ffn.1." in name:  # LayerNorm: not the identity init
                 p.copy_(1.0 + 0.2 * torch.randn_like(p) if name.endswith("weight") else 0.1 * torch.randn_like(p))
         for i, tc in enumerate(model.token_confidence):
             tc.token[0].weight.mul_(4.0)
-            tc.token[0].bias.fill_(0.5 + 0.8 * i if early else -2.0)
+            tc.token[0].bias.fill_(0.8 * i if early else -2.0)
         for la in model.log_assignment:
             la.final_proj.weight.copy_(16.0 * torch.eye(la.dim) + 0.02 * torch.randn_like(la.final_proj.weight))
-            la.matchability.weight.mul_(8.0)
-            la.matchability.bias.fill_(-1.0 if prune else 2.0)
+            la.matchability.weight.mul_(30.0 if prune else 8.0)
+            la.matchability.bias.fill_(-2.0 if prune else 2.0)
     return model
 
 

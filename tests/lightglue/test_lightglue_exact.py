@@ -40,67 +40,84 @@ def pair(n0, n1, dim, seed):
     return k0, d0, k1[:n1] if n1 <= n0 else k1, d1[:n1] if n1 <= n0 else d1
 
 
+# (input_dim, descriptor_dim): SuperPoint's shape (256, 256), small pairs only (the reference runs on Debian's
+# python3-torch, whose BLAS is the netlib reference); and narrower networks, one with input_proj as DISK's and
+# ALIKED's, for the larger pairs.
+SHAPES = {"superpoint": (256, 256), "proj": (128, 64), "narrow": (64, 64)}
+
+
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory):
-    """{(input_dim, mode): (cvg model, .pth path, .safetensors path)}."""
+    """{(shape, mode): (cvg model, .pth path, .safetensors path)}."""
     out = {}
     tmp = tmp_path_factory.mktemp("lg")
-    for dim in (256, 128):
+    for name, (dim, width) in SHAPES.items():
         for mode in ("full", "adaptive"):
-            model = ref.random_model(dim, seed=dim + len(mode), early=mode == "adaptive", prune=mode == "adaptive")
-            pth = tmp / f"lg_{dim}_{mode}.pth"
-            st = tmp / f"lg_{dim}_{mode}.safetensors"
+            model = ref.random_model(dim, seed=dim + width + len(mode), early=mode == "adaptive",
+                                     prune=mode == "adaptive", descriptor_dim=width)
+            pth = tmp / f"lg_{name}_{mode}.pth"
+            st = tmp / f"lg_{name}_{mode}.safetensors"
             ref.save_pth(model, pth)
             ref.save_safetensors(ref.transformers_state_dict(model), st)
-            out[(dim, mode)] = (model, pth, st)
+            out[(name, mode)] = (model, pth, st)
     return out
 
 
-@pytest.mark.parametrize("dim", [256, 128])
-@pytest.mark.parametrize("layout", ["pth", "safetensors"])
-@pytest.mark.parametrize("n", [1, 37, 300, 700])
-def test_full_depth(weights, dim, layout, n):
-    model, pth, st = weights[(dim, "full")]
-    model.conf.depth_confidence = -1
-    model.conf.width_confidence = -1
-    k0, d0, k1, d1 = pair(n, n, dim, seed=n)
+def match_both(weights, shape, mode, layout, depth, width, n0, n1, seed, threads=2):
+    model, pth, st = weights[(shape, mode)]
+    model.conf.depth_confidence = depth
+    model.conf.width_confidence = width
+    dim = SHAPES[shape][0]
+    k0, d0, k1, d1 = pair(n0, n1, dim, seed)
     theirs = ref.run(model, k0, d0, SIZE0, k1, d1, SIZE1)
-    lg = superpoint_rt.LightGlue(pth if layout == "pth" else st, depth_confidence=-1, width_confidence=-1, threads=2)
+    lg = superpoint_rt.LightGlue(pth if layout == "pth" else st, depth_confidence=depth, width_confidence=width,
+                                 threads=threads)
     assert lg.layout == ("cvg" if layout == "pth" else "transformers") and lg.input_dim == dim
     ours = lg.match({"keypoints": k0, "descriptors": d0, "image_size": SIZE0},
                     {"keypoints": k1, "descriptors": d1, "image_size": SIZE1})
+    return ours, theirs
+
+
+@pytest.mark.parametrize("layout", ["pth", "safetensors"])
+@pytest.mark.parametrize("shape,n", [("superpoint", 1), ("superpoint", 90), ("proj", 37), ("proj", 400),
+                                     ("narrow", 250), ("narrow", 700)])
+def test_full_depth(weights, layout, shape, n):
+    ours, theirs = match_both(weights, shape, "full", layout, -1, -1, n, n - n // 7, seed=n)
     assert theirs["stop"] == 9
     compare(ours, theirs, full=True)
-    if n >= 300:
+    if n >= 90:
         assert (theirs["matches0"] >= 0).sum() > n // 10  # the pair has matches to get right
 
 
-@pytest.mark.parametrize("dim", [256, 128])
-@pytest.mark.parametrize("n", [64, 500, 1100])
+def test_online_softmax_over_several_key_tiles(weights, monkeypatch):
+    # 300 keys in tiles of 64: five online-softmax steps per query block, each rescaling what came before.
+    monkeypatch.setenv("SUPERPOINT_RT_LIGHTGLUE_KEY_TILE", "64")
+    ours, theirs = match_both(weights, "narrow", "full", "pth", -1, -1, 300, 280, seed=9)
+    compare(ours, theirs, full=True)
+    assert (theirs["matches0"] >= 0).sum() > 30
+
+
+@pytest.mark.parametrize("shape,n", [("superpoint", 120), ("proj", 64), ("proj", 500), ("narrow", 600)])
 @pytest.mark.parametrize("switches", [(0.95, 0.99), (0.95, -1), (-1, 0.99)])
-def test_adaptive(weights, dim, n, switches):
+def test_adaptive(weights, shape, n, switches):
     depth, width = switches
-    model, pth, st = weights[(dim, "adaptive")]
-    model.conf.depth_confidence = depth
-    model.conf.width_confidence = width
-    k0, d0, k1, d1 = pair(n, n - n // 5, dim, seed=3 * n)
-    theirs = ref.run(model, k0, d0, SIZE0, k1, d1, SIZE1)
-    lg = superpoint_rt.LightGlue(pth if dim == 256 else st, depth_confidence=depth, width_confidence=width,
-                                 threads=2)
-    out = lg.match({"keypoints": k0, "descriptors": d0, "image_size": SIZE0},
-                   {"keypoints": k1, "descriptors": d1, "image_size": SIZE1})
-    compare(out, theirs, full=False)
-    # The paths under test ran: the network stopped early (with depth_confidence) and pruned (with width).
-    if depth > 0:
-        assert theirs["stop"] < 9
-    else:
-        assert theirs["stop"] == 9
+    ours, theirs = match_both(weights, shape, "adaptive", "pth" if n % 2 else "safetensors", depth, width, n,
+                              n - n // 5, seed=3 * n)
+    compare(ours, theirs, full=False)
+    # The paths under test ran: the network stopped early (with depth_confidence), and pruned points (with width).
+    assert (theirs["stop"] < 9) == (depth > 0)
+    pruned = ours["prune0"] < ours["stop"]
+    assert not pruned[ours["matches0"] >= 0].any()  # a pruned point has no match
+    if width > 0 and (depth <= 0 or shape == "narrow"):  # the weights of lg_reference.random_model prune there
+        assert pruned.any()
+    if width <= 0:
+        assert not pruned.any()
 
 
 def test_no_size_uses_the_keypoint_extent(weights):
-    model, pth, _ = weights[(256, "full")]
+    model, pth, _ = weights[("narrow", "full")]
     model.conf.depth_confidence = model.conf.width_confidence = -1
-    k0, d0, k1, d1 = pair(200, 150, 256, seed=5)
+    k0, d0, k1, d1 = pair(200, 150, 64, seed=5)
     import torch as t
     with t.no_grad():
         out = model({"image0": {"keypoints": t.from_numpy(k0)[None], "descriptors": t.from_numpy(d0)[None]},
@@ -113,17 +130,17 @@ def test_no_size_uses_the_keypoint_extent(weights):
 
 
 def test_empty_image(weights):
-    _, pth, _ = weights[(256, "full")]
+    _, pth, _ = weights[("narrow", "full")]
     lg = superpoint_rt.LightGlue(pth)
-    k0, d0 = ref.features(10, 256, SIZE0, 1)
+    k0, d0 = ref.features(10, 64, SIZE0, 1)
     out = lg.match({"keypoints": k0, "descriptors": d0, "image_size": SIZE0},
-                   {"keypoints": np.zeros((0, 2), np.float32), "descriptors": np.zeros((0, 256), np.float32),
+                   {"keypoints": np.zeros((0, 2), np.float32), "descriptors": np.zeros((0, 64), np.float32),
                     "image_size": SIZE1})
     assert (out["matches0"] == -1).all() and len(out["matches1"]) == 0 and (out["matching_scores0"] == 0).all()
 
 
 def test_errors_name_the_key(weights, tmp_path):
-    model, _, _ = weights[(256, "full")]
+    model, _, _ = weights[("superpoint", "full")]
     sd = ref.transformers_state_dict(model)
     del sd["transformer_layers.3.cross_mlp.fc2.bias"]
     sd["transformer_layers.5.self_attention.v_proj.weight"] = sd["transformer_layers.5.self_attention.v_proj.weight"][:7]
@@ -133,7 +150,7 @@ def test_errors_name_the_key(weights, tmp_path):
         superpoint_rt.LightGlue(p)
     assert "transformer_layers.3.cross_mlp.fc2.bias" in str(e.value)
     assert "transformer_layers.5.self_attention.v_proj.weight has shape [7, 256]" in str(e.value)
-    lg = superpoint_rt.LightGlue(weights[(256, "full")][1])
+    lg = superpoint_rt.LightGlue(weights[("superpoint", "full")][1])
     with pytest.raises(ValueError, match="dim 128"):
         k, d = ref.features(5, 128, SIZE0, 2)
         lg.match({"keypoints": k, "descriptors": d, "image_size": SIZE0},

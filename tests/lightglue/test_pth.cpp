@@ -65,8 +65,8 @@ std::string str(const std::string& s) {  // BINUNICODE
 // The pickle of one _rebuild_tensor_v2 call, as torch.save (protocol 2) writes it.
 std::string tensor(const std::string& storage_type, const std::string& key, unsigned numel, unsigned offset,
                    const std::vector<unsigned>& shape, const std::vector<unsigned>& stride) {
-  std::string b = "ctorch._utils\n_rebuild_tensor_v2\n((" + str("storage") + "ctorch\n" + storage_type + "\n" +
-                  str(key) + str("cpu") + "J";
+  std::string b = std::string("ctorch._utils\n_rebuild_tensor_v2\n((") + str("storage") + "ctorch\n" + storage_type +
+                  "\n" + str(key) + str("cpu") + "J";
   put32(b, numel);
   b += "tQJ";
   put32(b, offset);
@@ -74,8 +74,8 @@ std::string tensor(const std::string& storage_type, const std::string& key, unsi
   for (unsigned d : shape) b += "J", put32(b, d);
   b += "t(";
   for (unsigned d : stride) b += "J", put32(b, d);
-  b += "t\x89"
-       "ccollections\nOrderedDict\n)RtR";
+  b += "t\x89";
+  b += "ccollections\nOrderedDict\n)RtR";
   return b;
 }
 
@@ -97,12 +97,10 @@ std::string message_of(const std::vector<std::uint8_t>& bytes) {
 }  // namespace
 
 TEST(Pth, ReadsAStateDictWithViewsAndHalfStorages) {
-  const std::string pkl =
-      "\x80\x02"
-      "ccollections\nOrderedDict\nq\x00)Rq\x01(" +
-      str("w") + tensor("FloatStorage", "0", 12, 1, {2, 3}, {4, 1}) + str("h") +
-      tensor("HalfStorage", "1", 2, 0, {2}, {1}) + str("bf") + tensor("BFloat16Storage", "2", 1, 0, {}, {}) +
-      "u}bq\x02.";
+  const std::string pkl = std::string("\x80\x02") + "ccollections\nOrderedDict\nq" + std::string(1, '\0') + ")Rq\x01(" +
+                          str("w") + tensor("FloatStorage", "0", 12, 1, {2, 3}, {4, 1}) + str("h") +
+                          tensor("HalfStorage", "1", 2, 0, {2}, {1}) + str("bf") +
+                          tensor("BFloat16Storage", "2", 1, 0, {}, {}) + "u}bq\x02.";
   std::vector<float> s0(12);
   for (int i = 0; i < 12; ++i) s0[static_cast<std::size_t>(i)] = static_cast<float>(i);
   const std::string half("\x00\x3c\x00\xc0", 4);  // 1.0, -2.0
@@ -123,20 +121,23 @@ TEST(Pth, ReadsAStateDictWithViewsAndHalfStorages) {
 
 TEST(Pth, RefusesWhatTorchSaveOfAStateDictDoesNotWrite) {
   auto one = [](const std::string& body, const std::string& storage = std::string(48, '\0')) {
-    return zip({{"a/data.pkl", "\x80\x02" + body}, {"a/data/0", storage}});
+    return zip({{"a/data.pkl", std::string("\x80\x02") + body}, {"a/data/0", storage}});
   };
-  EXPECT_NE(message_of(one("cos\nsystem\n" + str("true") + "\x85R.")).find("global os.system"), std::string::npos);
+  EXPECT_NE(message_of(one(std::string("cos\nsystem\n") + str("true") + "\x85R.")).find("global os.system"),
+            std::string::npos);
   EXPECT_NE(message_of(one("]q\x00.")).find("opcode 0x5d"), std::string::npos);
-  EXPECT_NE(message_of(one("}" + str("w") + tensor("FloatStorage", "0", 12, 6, {2, 4}, {4, 1}) + "s."))
+  EXPECT_NE(message_of(one(std::string("}") + str("w") + tensor("FloatStorage", "0", 12, 6, {2, 4}, {4, 1}) + "s."))
                 .find("reaches past its storage of 12 elements"),
             std::string::npos);
-  EXPECT_NE(
-      message_of(one("}" + str("w") + tensor("FloatStorage", "0", 100, 0, {10}, {1}) + "s.")).find("storage of 100"),
-      std::string::npos);
-  EXPECT_NE(message_of(one("}" + str("w") + "K\x01s.")).find("entry 'w' is not a tensor"), std::string::npos);
-  EXPECT_NE(message_of(one("}" + str("w") + tensor("FloatStorage", "7", 1, 0, {1}, {1}) + "s.")).find("a/data/7"),
+  EXPECT_NE(message_of(one(std::string("}") + str("w") + tensor("FloatStorage", "0", 100, 0, {10}, {1}) + "s."))
+                .find("storage of 100"),
             std::string::npos);
-  EXPECT_NE(message_of(one("}" + str("w"))).find("truncated"), std::string::npos);
+  EXPECT_NE(message_of(one(std::string("}") + str("w") + "K\x01s.")).find("entry 'w' is not a tensor"),
+            std::string::npos);
+  EXPECT_NE(message_of(one(std::string("}") + str("w") + tensor("FloatStorage", "7", 1, 0, {1}, {1}) + "s."))
+                .find("a/data/7"),
+            std::string::npos);
+  EXPECT_NE(message_of(one(std::string("}") + str("w"))).find("truncated"), std::string::npos);
   EXPECT_NE(message_of(zip({{"a/data.pkl", "\x80\x02}."}}, true)).find("CRC-32"), std::string::npos);
   EXPECT_NE(message_of(zip({{"a/data.pkl", "\x80\x02}."}}, false, 8)).find("compressed"), std::string::npos);
   EXPECT_NE(message_of({'P', 'K'}).find("zip"), std::string::npos);

@@ -117,12 +117,27 @@ std::size_t key_tile() {
   return kKeyTile;
 }
 
-void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size_t nq, const float* k, std::size_t ldk,
-               const float* v, std::size_t ldv, std::size_t nk, int heads, int hd, float scale, float* out,
-               std::size_t ldo, int threads) {
-  if (nq == 0) return;
-  const std::size_t qblocks = (nq + kQueryBlock - 1) / kQueryBlock;
-  const std::size_t tasks = qblocks * static_cast<std::size_t>(heads);
+// One attention of a layer: queries q (nq rows of stride ldq) against keys k and values v (nk rows), heads x hd
+// columns each, into out (row stride ldo).
+struct AttentionJob {
+  const float* q;
+  std::size_t ldq, nq;
+  const float* k;
+  std::size_t ldk;
+  const float* v;
+  std::size_t ldv, nk;
+  float scale;
+  float* out;
+  std::size_t ldo;
+};
+
+// The jobs' heads x blocks of kQueryBlock queries, all in one OpenMP region.
+void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int heads, int hd, int threads) {
+  const auto H = static_cast<std::size_t>(heads);
+  std::vector<std::size_t> first{0};  // the first task of each job
+  for (const auto& j : jobs) first.push_back(first.back() + H * ((j.nq + kQueryBlock - 1) / kQueryBlock));
+  const std::size_t tasks = first.back();
+  if (tasks == 0) return;
   const std::size_t hdu = static_cast<std::size_t>(hd);
   ErrorSlot err;
   const std::size_t tile = key_tile();
@@ -144,25 +159,28 @@ void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size
     for (std::size_t t = 0; t < tasks; ++t) {
       if (err.failed) continue;
       try {
-        const std::size_t h = t % static_cast<std::size_t>(heads), qb = t / static_cast<std::size_t>(heads);
-        const std::size_t r0 = qb * kQueryBlock, rows = std::min<std::size_t>(kQueryBlock, nq - r0);
-        const float* qh = q + r0 * ldq + h * hdu;
+        const auto ji = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1);
+        const AttentionJob& J = jobs[ji];
+        const std::size_t local = t - first[ji], h = local % H, qb = local / H;
+        const std::size_t r0 = qb * kQueryBlock, rows = std::min<std::size_t>(kQueryBlock, J.nq - r0);
+        const float* qh = J.q + r0 * J.ldq + h * hdu;
         std::fill(acc.begin(), acc.end(), 0.0f);
         std::fill(m.begin(), m.end(), kNegInf);
         std::fill(l.begin(), l.end(), 0.0f);
-        for (std::size_t j0 = 0; j0 < nk; j0 += tile) {
-          const std::size_t cols = std::min<std::size_t>(tile, nk - j0);
-          sgemm('N', 'T', rows, cols, hdu, scale, qh, ldq, k + j0 * ldk + h * hdu, ldk, 0.0f, s.data(), kKeyTile);
+        for (std::size_t j0 = 0; j0 < J.nk; j0 += tile) {
+          const std::size_t cols = std::min<std::size_t>(tile, J.nk - j0);
+          sgemm('N', 'T', rows, cols, hdu, J.scale, qh, J.ldq, J.k + j0 * J.ldk + h * hdu, J.ldk, 0.0f, s.data(),
+                kKeyTile);
           kern.softmax_tile(s.data(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
                             alpha.data());
           if (j0 > 0)
             for (std::size_t r = 0; r < rows; ++r)
               for (std::size_t d = 0; d < hdu; ++d) acc[r * hdu + d] *= alpha[r];
-          sgemm('N', 'N', rows, hdu, cols, 1.0f, s.data(), kKeyTile, v + j0 * ldv + h * hdu, ldv, 1.0f, acc.data(),
-                hdu);
+          sgemm('N', 'N', rows, hdu, cols, 1.0f, s.data(), kKeyTile, J.v + j0 * J.ldv + h * hdu, J.ldv, 1.0f,
+                acc.data(), hdu);
         }
         for (std::size_t r = 0; r < rows; ++r) {
-          float* o = out + (r0 + r) * ldo + h * hdu;
+          float* o = J.out + (r0 + r) * J.ldo + h * hdu;
           for (std::size_t d = 0; d < hdu; ++d) o[d] = acc[r * hdu + d] / l[r];
         }
       } catch (...) {
@@ -174,14 +192,15 @@ void attention(const LgKernels& kern, const float* q, std::size_t ldq, std::size
 }
 
 // cvg's apply_cached_rotary_emb: t * cos + rotate_half(t) * sin, with rotate_half(t)[2i] = -t[2i+1],
-// [2i+1] = t[2i]; the same encoding for every head. On rows of `x` (n rows of stride ld, heads x hd values).
+// [2i+1] = t[2i]; the same encoding for every head. On the queries and keys of `x` (n rows of stride ld: heads x hd
+// queries, then as many keys).
 void rotary(float* x, std::size_t n, std::size_t ld, int heads, int hd, const float* cos, const float* sin) {
   const std::size_t half = static_cast<std::size_t>(hd / 2);
 #pragma omp parallel for schedule(static) if (n > 256)
   for (std::size_t i = 0; i < n; ++i) {
     const float* c = cos + i * half;
     const float* s = sin + i * half;
-    for (int h = 0; h < heads; ++h) {
+    for (int h = 0; h < 2 * heads; ++h) {
       float* t = x + i * ld + static_cast<std::size_t>(h * hd);
       for (std::size_t p = 0; p < half; ++p) {
         const float a = t[2 * p], b = t[2 * p + 1];
@@ -192,65 +211,74 @@ void rotary(float* x, std::size_t n, std::size_t ld, int heads, int hd, const fl
   }
 }
 
-// One image's state through the layers.
-struct Side {
-  std::size_t n = 0;
-  std::vector<float> x;         // n x d
-  std::vector<float> cos, sin;  // n x hd / 2
-  std::vector<std::int32_t> ind;
-  std::vector<float> qkv, ctx, cat, hid;  // work: n x 3d, n x d, n x 2d, n x 2d
+// The two images' state through the layers, their rows stacked (image 0's, then image 1's) so that every per-point
+// step (the linear layers, LayerNorm + GELU, the residuals) runs once for both, as one larger matrix product.
+struct State {
+  std::size_t n[2] = {0, 0};
+  std::vector<float> x;         // rows x d
+  std::vector<float> cos, sin;  // rows x hd / 2
+  std::vector<std::int32_t> ind[2];
+  std::vector<float> qkv, ctx, cat, hid;  // work: rows x 3d, rows x d, rows x 2d, rows x 2d
+  std::size_t rows() const { return n[0] + n[1]; }
+  std::size_t off(int s) const { return s ? n[0] : 0; }
 };
 
-// x = x + ffn([x, message]): `cat` holds x in its first d columns and the message in the next d.
-void ffn_residual(const LgKernels& kern, const lightglue::detail::Ffn& f, Side& s, std::size_t d) {
-  const std::size_t n = s.n, d2 = 2 * d;
-  linear(s.cat.data(), n, d2, f.fc1, s.hid.data(), d2);
+// x = x + ffn([x, message]) on every row: `cat` holds x in its first d columns and the message in the next d.
+void ffn_residual(const LgKernels& kern, const lightglue::detail::Ffn& f, State& st, std::size_t d) {
+  const std::size_t n = st.rows(), d2 = 2 * d;
+  linear(st.cat.data(), n, d2, f.fc1, st.hid.data(), d2);
 #pragma omp parallel for schedule(static) if (n > 64)
   for (std::size_t i = 0; i < n; ++i)
-    kern.layernorm_gelu(s.hid.data() + i * d2, static_cast<int>(d2), f.ln_g.data(), f.ln_b.data(),
-                        s.hid.data() + i * d2);
-  linear(s.hid.data(), n, d2, f.fc2, s.ctx.data(), d);
+    kern.layernorm_gelu(st.hid.data() + i * d2, static_cast<int>(d2), f.ln_g.data(), f.ln_b.data(),
+                        st.hid.data() + i * d2);
+  linear(st.hid.data(), n, d2, f.fc2, st.ctx.data(), d);
 #pragma omp parallel for schedule(static) if (n > 256)
   for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < d; ++k) s.x[i * d + k] = s.x[i * d + k] + s.ctx[i * d + k];
+    for (std::size_t k = 0; k < d; ++k) st.x[i * d + k] = st.x[i * d + k] + st.ctx[i * d + k];
 }
 
-void copy_x_into_cat(Side& s, std::size_t d) {
-  for (std::size_t i = 0; i < s.n; ++i) std::copy_n(s.x.data() + i * d, d, s.cat.data() + i * 2 * d);
+// cat = [x, out_proj(ctx)], then the residual feed-forward.
+void message_and_ffn(const LgKernels& kern, const Linear& out, const lightglue::detail::Ffn& f, State& st,
+                     std::size_t d) {
+  const std::size_t n = st.rows();
+  for (std::size_t i = 0; i < n; ++i) std::copy_n(st.x.data() + i * d, d, st.cat.data() + i * 2 * d);
+  linear(st.ctx.data(), n, d, out, st.cat.data() + d, 2 * d);
+  ffn_residual(kern, f, st, d);
 }
 
-void self_block(const LgKernels& kern, const lightglue::detail::Layer& L, Side& s, int heads, int hd, int threads) {
-  const std::size_t d = static_cast<std::size_t>(heads * hd), n = s.n;
-  linear(s.x.data(), n, d, L.self_qkv, s.qkv.data(), 3 * d);
-  rotary(s.qkv.data(), n, 3 * d, heads, hd, s.cos.data(), s.sin.data());      // q
-  rotary(s.qkv.data() + d, n, 3 * d, heads, hd, s.cos.data(), s.sin.data());  // k
-  attention(kern, s.qkv.data(), 3 * d, n, s.qkv.data() + d, 3 * d, s.qkv.data() + 2 * d, 3 * d, n, heads, hd,
-            1.0f / std::sqrt(static_cast<float>(hd)), s.ctx.data(), d, threads);
-  copy_x_into_cat(s, d);
-  linear(s.ctx.data(), n, d, L.self_out, s.cat.data() + d, 2 * d);
-  ffn_residual(kern, L.self_ffn, s, d);
+// cvg's SelfBlock on both images (one set of weights; each image attends to itself).
+void self_block(const LgKernels& kern, const lightglue::detail::Layer& L, State& st, int heads, int hd, int threads) {
+  const std::size_t d = static_cast<std::size_t>(heads * hd), ld = 3 * d;
+  linear(st.x.data(), st.rows(), d, L.self_qkv, st.qkv.data(), ld);
+  rotary(st.qkv.data(), st.rows(), ld, heads, hd, st.cos.data(), st.sin.data());
+  std::vector<AttentionJob> jobs;
+  for (int s = 0; s < 2; ++s) {
+    const float* q = st.qkv.data() + st.off(s) * ld;
+    jobs.push_back({q, ld, st.n[s], q + d, ld, q + 2 * d, ld, st.n[s], 1.0f / std::sqrt(static_cast<float>(hd)),
+                    st.ctx.data() + st.off(s) * d, d});
+  }
+  attention(kern, jobs, heads, hd, threads);
+  message_and_ffn(kern, L.self_out, L.self_ffn, st, d);
 }
 
-void cross_block(const LgKernels& kern, const lightglue::detail::Layer& L, Side& a, Side& b, int heads, int hd,
-                 int threads) {
-  const std::size_t d = static_cast<std::size_t>(heads * hd);
+// cvg's CrossBlock: image 0 attends to image 1 and back, with one projection (to_qk) for queries and keys.
+void cross_block(const LgKernels& kern, const lightglue::detail::Layer& L, State& st, int heads, int hd, int threads) {
+  const std::size_t d = static_cast<std::size_t>(heads * hd), ld = 2 * d, n = st.rows();
   // cvg: qk0, qk1 = qk0 * scale**0.5, qk1 * scale**0.5 with scale = head_dim**-0.5 (a Python float, applied in
   // float32); then sim = qk0 . qk1 with no further scaling.
   const float qk_scale = static_cast<float>(std::pow(std::pow(static_cast<double>(hd), -0.5), 0.5));
-  for (Side* s : {&a, &b}) {
-    linear(s->x.data(), s->n, d, L.cross_qkv, s->qkv.data(), 2 * d);
-    for (std::size_t i = 0; i < s->n; ++i)
-      for (std::size_t k = 0; k < d; ++k) s->qkv[i * 2 * d + k] *= qk_scale;
+  linear(st.x.data(), n, d, L.cross_qkv, st.qkv.data(), ld);
+#pragma omp parallel for schedule(static) if (n > 256)
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < d; ++k) st.qkv[i * ld + k] *= qk_scale;
+  std::vector<AttentionJob> jobs;
+  for (int s = 0; s < 2; ++s) {
+    const float* q = st.qkv.data() + st.off(s) * ld;
+    const float* other = st.qkv.data() + st.off(1 - s) * ld;
+    jobs.push_back({q, ld, st.n[s], other, ld, other + d, ld, st.n[1 - s], 1.0f, st.ctx.data() + st.off(s) * d, d});
   }
-  attention(kern, a.qkv.data(), 2 * d, a.n, b.qkv.data(), 2 * d, b.qkv.data() + d, 2 * d, b.n, heads, hd, 1.0f,
-            a.ctx.data(), d, threads);
-  attention(kern, b.qkv.data(), 2 * d, b.n, a.qkv.data(), 2 * d, a.qkv.data() + d, 2 * d, a.n, heads, hd, 1.0f,
-            b.ctx.data(), d, threads);
-  for (Side* s : {&a, &b}) {
-    copy_x_into_cat(*s, d);
-    linear(s->ctx.data(), s->n, d, L.cross_out, s->cat.data() + d, 2 * d);
-    ffn_residual(kern, L.cross_ffn, *s, d);
-  }
+  attention(kern, jobs, heads, hd, threads);
+  message_and_ffn(kern, L.cross_out, L.cross_ffn, st, d);
 }
 
 float sigmoid(float x) {
@@ -262,13 +290,14 @@ float log_sigmoid(float x) {
   return std::min(x, 0.0f) - std::log1p(std::exp(-std::fabs(x)));
 }
 
-// The per-point heads of layer i: matchability logits (and token confidences where the layer has them).
-void point_heads(const Linear& heads, const Side& s, std::size_t d, std::vector<float>& z, std::vector<float>& tok) {
-  std::vector<float> y(s.n * static_cast<std::size_t>(heads.out));
-  linear(s.x.data(), s.n, d, heads, y.data(), static_cast<std::size_t>(heads.out));
-  z.resize(s.n);
-  tok.assign(heads.out > 1 ? s.n : 0, 0.0f);
-  for (std::size_t i = 0; i < s.n; ++i) {
+// The per-point heads of layer i on every row: matchability logits (and token confidences where the layer has them).
+void point_heads(const Linear& heads, const State& st, std::size_t d, std::vector<float>& z, std::vector<float>& tok) {
+  const std::size_t n = st.rows();
+  std::vector<float> y(n * static_cast<std::size_t>(heads.out));
+  linear(st.x.data(), n, d, heads, y.data(), static_cast<std::size_t>(heads.out));
+  z.resize(n);
+  tok.assign(heads.out > 1 ? n : 0, 0.0f);
+  for (std::size_t i = 0; i < n; ++i) {
     z[i] = y[i * static_cast<std::size_t>(heads.out)];
     if (heads.out > 1) tok[i] = sigmoid(y[i * 2 + 1]);
   }
@@ -280,22 +309,27 @@ float confidence_threshold(int i, int n_layers) {
   return static_cast<float>(std::clamp(t, 0.0, 1.0));
 }
 
-// Keeps the points of `s` with keep[i] (cvg's index_select of desc, encoding and ind).
-void compact(Side& s, const std::vector<char>& keep, std::size_t d, std::size_t half,
-             std::vector<std::int32_t>& prune) {
-  std::size_t o = 0;
-  for (std::size_t i = 0; i < s.n; ++i) {
-    if (!keep[i]) continue;
-    if (o != i) {
-      std::copy_n(s.x.data() + i * d, d, s.x.data() + o * d);
-      std::copy_n(s.cos.data() + i * half, half, s.cos.data() + o * half);
-      std::copy_n(s.sin.data() + i * half, half, s.sin.data() + o * half);
-      s.ind[o] = s.ind[i];
+// Keeps the rows with keep[i] (cvg's index_select of desc, encoding and ind, on each image).
+void compact(State& st, const std::vector<char>& keep, std::size_t d, std::size_t half,
+             std::vector<std::int32_t>* prune[2]) {
+  std::size_t o = 0, i = 0, kept[2] = {0, 0};
+  for (int s = 0; s < 2; ++s)
+    for (std::size_t k = 0; k < st.n[s]; ++k, ++i) {
+      if (!keep[i]) continue;
+      if (o != i) {
+        std::copy_n(st.x.data() + i * d, d, st.x.data() + o * d);
+        std::copy_n(st.cos.data() + i * half, half, st.cos.data() + o * half);
+        std::copy_n(st.sin.data() + i * half, half, st.sin.data() + o * half);
+      }
+      const std::int32_t orig = st.ind[s][k];
+      st.ind[s][kept[s]++] = orig;
+      ++(*prune[s])[static_cast<std::size_t>(orig)];
+      ++o;
     }
-    ++prune[static_cast<std::size_t>(s.ind[o])];
-    ++o;
+  for (int s = 0; s < 2; ++s) {
+    st.n[s] = kept[s];
+    st.ind[s].resize(kept[s]);
   }
-  s.n = o;
 }
 
 struct Assignment {
@@ -304,23 +338,22 @@ struct Assignment {
 };
 
 // MatchAssignment + sigmoid_log_double_softmax + the maxima of filter_matches, in two passes (file comment).
-Assignment assign(const LgKernels& kern, const lightglue::detail::Layer& L, const Side& a, const Side& b, std::size_t d,
+Assignment assign(const LgKernels& kern, const lightglue::detail::Layer& L, const State& st, std::size_t d,
                   int threads) {
-  const std::size_t n0 = a.n, n1 = b.n;
+  const std::size_t n0 = st.n[0], n1 = st.n[1];
   // mdesc = final_proj(desc) / d**0.25 (a Python float, applied in float32).
   const float div = static_cast<float>(std::pow(static_cast<double>(d), 0.25));
-  std::vector<float> md0(n0 * d), md1(n1 * d);
-  linear(a.x.data(), n0, d, L.final_proj, md0.data(), d);
-  linear(b.x.data(), n1, d, L.final_proj, md1.data(), d);
-  for (auto& v : md0) v /= div;
-  for (auto& v : md1) v /= div;
+  std::vector<float> md(st.rows() * d);
+  linear(st.x.data(), st.rows(), d, L.final_proj, md.data(), d);
+  for (auto& v : md) v /= div;
+  const float* md0 = md.data();
+  const float* md1 = md.data() + n0 * d;
   // certainties = logsigmoid(z0) + logsigmoid(z1)^T
-  std::vector<float> z0, z1, unused;
-  point_heads(L.heads, a, d, z0, unused);
-  point_heads(L.heads, b, d, z1, unused);
+  std::vector<float> z, unused;
+  point_heads(L.heads, st, d, z, unused);
   std::vector<float> ls0(n0), ls1(n1);
-  for (std::size_t i = 0; i < n0; ++i) ls0[i] = log_sigmoid(z0[i]);
-  for (std::size_t j = 0; j < n1; ++j) ls1[j] = log_sigmoid(z1[j]);
+  for (std::size_t i = 0; i < n0; ++i) ls0[i] = log_sigmoid(z[i]);
+  for (std::size_t j = 0; j < n1; ++j) ls1[j] = log_sigmoid(z[n0 + j]);
 
   const std::size_t blocks = (n0 + kAssignBlock - 1) / kAssignBlock;
   const int team = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(threads, blocks)));
@@ -354,7 +387,7 @@ Assignment assign(const LgKernels& kern, const lightglue::detail::Layer& L, cons
       if (err.failed) continue;
       try {
         const std::size_t r0 = blk * kAssignBlock, rows = std::min<std::size_t>(kAssignBlock, n0 - r0);
-        sgemm('N', 'T', rows, n1, d, 1.0f, md0.data() + r0 * d, d, md1.data(), d, 0.0f, s.data(), n1);
+        sgemm('N', 'T', rows, n1, d, 1.0f, md0 + r0 * d, d, md1, d, 0.0f, s.data(), n1);
         for (std::size_t r = 0; r < rows; ++r) {
           const float* row = s.data() + r * n1;
           float m = kNegInf;
@@ -405,7 +438,7 @@ Assignment assign(const LgKernels& kern, const lightglue::detail::Layer& L, cons
       if (err.failed) continue;
       try {
         const std::size_t r0 = blk * kAssignBlock, rows = std::min<std::size_t>(kAssignBlock, n0 - r0);
-        sgemm('N', 'T', rows, n1, d, 1.0f, md0.data() + r0 * d, d, md1.data(), d, 0.0f, s.data(), n1);
+        sgemm('N', 'T', rows, n1, d, 1.0f, md0 + r0 * d, d, md1, d, 0.0f, s.data(), n1);
         float* cb = cbest[t].data();
         std::int32_t* ci = cidx[t].data();
         for (std::size_t r = 0; r < rows; ++r) {
@@ -585,54 +618,48 @@ LightGlueMatches LightGlue::match(const Prepared& pa, const Prepared& pb, const 
 
   util::on_compute([&] {
     omp_set_num_threads(threads);
-    Side side[2];
+    State st;
     const Prepared* prep[2] = {&pa, &pb};
     for (int s = 0; s < 2; ++s) {
-      Side& x = side[s];
-      x.n = prep[s]->n;
-      x.x = prep[s]->desc;
-      x.cos = prep[s]->cos;
-      x.sin = prep[s]->sin;
-      x.ind.resize(x.n);
-      for (std::size_t i = 0; i < x.n; ++i) x.ind[i] = static_cast<std::int32_t>(i);
-      x.qkv.resize(x.n * 3 * d);
-      x.ctx.resize(x.n * d);
-      x.cat.resize(x.n * 2 * d);
-      x.hid.resize(x.n * 2 * d);
+      st.n[s] = prep[s]->n;
+      st.x.insert(st.x.end(), prep[s]->desc.begin(), prep[s]->desc.end());
+      st.cos.insert(st.cos.end(), prep[s]->cos.begin(), prep[s]->cos.end());
+      st.sin.insert(st.sin.end(), prep[s]->sin.begin(), prep[s]->sin.end());
+      st.ind[s].resize(st.n[s]);
+      for (std::size_t k = 0; k < st.n[s]; ++k) st.ind[s][k] = static_cast<std::int32_t>(k);
     }
+    st.qkv.resize(st.rows() * 3 * d);
+    st.ctx.resize(st.rows() * d);
+    st.cat.resize(st.rows() * 2 * d);
+    st.hid.resize(st.rows() * 2 * d);
     r.prune0.assign(m, 1);
     r.prune1.assign(n, 1);
     std::vector<std::int32_t>* prune[2] = {&r.prune0, &r.prune1};
     int i = 0;
     for (; i < n_layers; ++i) {
-      if (side[0].n == 0 || side[1].n == 0) break;
+      if (st.n[0] == 0 || st.n[1] == 0) break;
       const auto& L = w.layers[static_cast<std::size_t>(i)];
-      self_block(kern, L, side[0], w.num_heads, w.head_dim, threads);
-      self_block(kern, L, side[1], w.num_heads, w.head_dim, threads);
-      cross_block(kern, L, side[0], side[1], w.num_heads, w.head_dim, threads);
+      self_block(kern, L, st, w.num_heads, w.head_dim, threads);
+      cross_block(kern, L, st, w.num_heads, w.head_dim, threads);
       if (i == n_layers - 1) continue;  // no early stopping or adaptive width at the last layer
       const float thr = confidence_threshold(i, n_layers);
-      std::vector<float> z[2], tok[2];
-      if (early_stop || pruning)
-        for (int s = 0; s < 2; ++s) point_heads(L.heads, side[s], d, z[s], tok[s]);
+      std::vector<float> z, tok;
+      if (early_stop || pruning) point_heads(L.heads, st, d, z, tok);
       if (early_stop) {
         // check_if_stop: 1 - (count of confidences < threshold) / (m + n) > depth_confidence, in float32; pruned
         // points count as confident.
         float below = 0.0f;
-        for (int s = 0; s < 2; ++s)
-          for (const float c : tok[s]) below += c < thr ? 1.0f : 0.0f;
+        for (const float c : tok) below += c < thr ? 1.0f : 0.0f;
         const float ratio = 1.0f - below / static_cast<float>(m + n);
         if (ratio > static_cast<float>(o.depth_confidence)) break;
       }
       if (pruning) {
         // get_pruning_mask: matchability > 1 - width_confidence, or (with early stopping) confidence <= threshold.
         const float min_match = static_cast<float>(1.0 - o.width_confidence);
-        for (int s = 0; s < 2; ++s) {
-          std::vector<char> keep(side[s].n);
-          for (std::size_t k = 0; k < side[s].n; ++k)
-            keep[k] = sigmoid(z[s][k]) > min_match || (early_stop && tok[s][k] <= thr);
-          compact(side[s], keep, d, half, *prune[s]);
-        }
+        std::vector<char> keep(st.rows());
+        for (std::size_t k = 0; k < st.rows(); ++k)
+          keep[k] = sigmoid(z[k]) > min_match || (early_stop && tok[k] <= thr);
+        compact(st, keep, d, half, prune);
       }
     }
     r.stop = i + 1;
@@ -645,12 +672,12 @@ LightGlueMatches LightGlue::match(const Prepared& pa, const Prepared& pb, const 
       r.prune0.assign(m, n_layers);
       r.prune1.assign(n, n_layers);
     }
-    if (side[0].n == 0 || side[1].n == 0) return;
+    if (st.n[0] == 0 || st.n[1] == 0) return;
     const int at = std::min(i, n_layers - 1);
-    const Assignment as = assign(kern, w.layers[static_cast<std::size_t>(at)], side[0], side[1], d, threads);
+    const Assignment as = assign(kern, w.layers[static_cast<std::size_t>(at)], st, d, threads);
     // filter_matches: mutual best, score exp(max0) above the threshold; scores0 keep every mutual's score.
     const float th = static_cast<float>(o.filter_threshold);
-    const std::size_t n0 = side[0].n, n1 = side[1].n;
+    const std::size_t n0 = st.n[0], n1 = st.n[1];
     std::vector<float> ms0(n0, 0.0f);
     std::vector<char> valid0(n0, 0);
     for (std::size_t k = 0; k < n0; ++k) {
@@ -658,15 +685,15 @@ LightGlueMatches LightGlue::match(const Prepared& pa, const Prepared& pb, const 
       const bool mutual = static_cast<std::size_t>(as.m1[j]) == k;
       ms0[k] = mutual ? std::exp(as.max0[k]) : 0.0f;
       valid0[k] = mutual && ms0[k] > th;
-      const auto orig = static_cast<std::size_t>(side[0].ind[k]);
-      r.matches0[orig] = valid0[k] ? side[1].ind[j] : -1;
+      const auto orig = static_cast<std::size_t>(st.ind[0][k]);
+      r.matches0[orig] = valid0[k] ? st.ind[1][j] : -1;
       r.scores0[orig] = ms0[k];
     }
     for (std::size_t j = 0; j < n1; ++j) {
       const auto k = static_cast<std::size_t>(as.m1[j]);
       const bool mutual = static_cast<std::size_t>(as.m0[k]) == j;
-      const auto orig = static_cast<std::size_t>(side[1].ind[j]);
-      r.matches1[orig] = mutual && valid0[k] ? side[0].ind[k] : -1;
+      const auto orig = static_cast<std::size_t>(st.ind[1][j]);
+      r.matches1[orig] = mutual && valid0[k] ? st.ind[0][k] : -1;
       r.scores1[orig] = mutual ? ms0[k] : 0.0f;
     }
   });

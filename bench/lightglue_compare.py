@@ -11,7 +11,11 @@ Inputs: with --features (an hloc features file, e.g. ALIKED features of photos),
 first N keypoints each; without, seeded synthetic pairs (tests/lightglue/lg_reference.py related_features). Rows:
 full depth (depth and width confidence -1) and adaptive (0.95, 0.99, cvg's defaults) at each size: medians of
 --rounds interleaved calls (after one warm-up of each), the ratio, the stop layer, and matches0 agreement. --rss:
-peak RSS of one full-depth pair at each size, each implementation in a fresh process (resource.getrusage).
+peak RSS of one full-depth pair at each size, each implementation in a fresh process (resource.getrusage), on the
+first layer of the weights alone (a state dict cut to transformers.0 and log_assignment.0: every layer holds the same
+buffers, so one layer reaches the same peak in a ninth of the time); PyTorch only up to --rss-torch-max keypoints
+(its cross attention holds several heads x N x N matrices: 16k keypoints would need over 12 GB).
+With --features, sizes above its keypoints repeat them (the peak depends on the count, not on the values).
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ def load_pair(features, n, dim):
             out = []
             for name in names:
                 g = f[name]
-                k = g["keypoints"][()][:n].astype(np.float32)
-                d = g["descriptors"][()].T[:n].astype(np.float32)
+                reps = -(-n // len(g["keypoints"]))
+                k = np.tile(g["keypoints"][()], (reps, 1))[:n].astype(np.float32)
+                d = np.tile(g["descriptors"][()].T, (reps, 1))[:n].astype(np.float32)
                 out.append((np.ascontiguousarray(k), np.ascontiguousarray(d), tuple(float(x) for x in g["image_size"][()])))
             return out
     k0, d0 = ref.features(n, dim, (1024, 768), n)
@@ -93,18 +98,37 @@ c.rss_main({impl!r}, {n})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def rss_main(impl, n):
-    a = parse()
+def one_layer(weights, out):
+    """The state dict cut to its first layer (and renamed as cvg's loader renames older files)."""
     import torch
 
-    torch.set_num_threads(a.threads)
+    sd = torch.load(weights, map_location="cpu")
+    for i in range(9):
+        sd = {k.replace(f"self_attn.{i}", f"transformers.{i}.self_attn").replace(
+            f"cross_attn.{i}", f"transformers.{i}.cross_attn"): v for k, v in sd.items()}
+    keep = {k: v for k, v in sd.items() if not any(k.startswith(p) and not k.startswith(p + "0.")
+                                                   for p in ("transformers.", "log_assignment.", "token_confidence."))}
+    torch.save(keep, out)
+    return out
+
+
+def rss_main(impl, n):
+    a = parse()
+    weights = a.rss_weights  # the one-layer state dict main() wrote; ours runs without importing torch
     if impl == "torch":
-        m, dim = torch_model(a.weights, -1, -1)
+        import torch
+
+        torch.set_num_threads(a.threads)
+        lg = ref.cvg_module()
+        sd = torch.load(weights, map_location="cpu")
+        dim = sd["input_proj.weight"].shape[1] if "input_proj.weight" in sd else 256
+        m = lg.LightGlue(features=None, input_dim=dim, n_layers=1, depth_confidence=-1, width_confidence=-1).eval()
+        m.load_state_dict(sd, strict=False)
         f = lambda p: run_torch(m, p)
     else:
         import superpoint_rt
 
-        lg = superpoint_rt.LightGlue(a.weights, depth_confidence=-1, width_confidence=-1, threads=a.threads)
+        lg = superpoint_rt.LightGlue(weights, depth_confidence=-1, width_confidence=-1, threads=a.threads)
         dim = lg.input_dim
         f = lambda p: run_ours(lg, p)
     pair = load_pair(a.features, n, dim)
@@ -124,6 +148,8 @@ def parse():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rss", default="")
+    ap.add_argument("--rss-torch-max", type=int, default=8192)
+    ap.add_argument("--rss-weights", help=argparse.SUPPRESS)
     ap.add_argument("--json")
     return ap.parse_args()
 
@@ -137,10 +163,11 @@ def main():
     torch.set_num_threads(a.threads)
     report = {"torch": torch.__version__, "threads": a.threads, "rows": [], "rss": []}
     print(f"torch {torch.__version__}, {a.threads} threads, {os.cpu_count()} CPUs; median ms of {a.rounds} rounds")
-    for mode, (depth, width) in (("full", (-1, -1)), ("adaptive", (0.95, 0.99))):
+    sizes = [int(x) for x in a.sizes.split(",") if x]
+    for mode, (depth, width) in (("full", (-1, -1)), ("adaptive", (0.95, 0.99))) if sizes else ():
         m, dim = torch_model(a.weights, depth, width)
         lg = superpoint_rt.LightGlue(a.weights, depth_confidence=depth, width_confidence=width, threads=a.threads)
-        for n in [int(x) for x in a.sizes.split(",")]:
+        for n in sizes:
             pair = load_pair(a.features, n, dim)
             run_torch(m, pair), run_ours(lg, pair)  # warm-up
             tt, to = [], []
@@ -159,15 +186,18 @@ def main():
             print(f"{mode:8s} n={row['n']}: torch {row['torch_ms']:8.1f} ms  ours {row['ours_ms']:7.1f} ms  "
                   f"x{row['speedup']:.2f}  stop {stop_t}/{stop_o}  matches0 equal {row['matches0_equal']:.4f} "
                   f"({row['matches']} matches)", flush=True)
+    one = one_layer(a.weights, f"/tmp/lightglue_compare_{os.getpid()}.pth") if a.rss else None
     for n in [int(x) for x in a.rss.split(",") if x]:
         r = {"n": n}
-        for impl in ("torch", "ours"):
-            r[impl] = rss_child(sys.argv[1:], impl, n)
+        for impl in ("torch", "ours") if n <= a.rss_torch_max else ("ours",):
+            r[impl] = rss_child(sys.argv[1:] + ["--rss-weights", one], impl, n)
         report["rss"].append(r)
-        print(f"peak RSS, full depth, n={n}: torch {r['torch']['peak_rss_mb']:.0f} MiB "
-              f"(+{r['torch']['peak_rss_mb'] - r['torch']['before_mb']:.0f} for the pair)  ours "
-              f"{r['ours']['peak_rss_mb']:.0f} MiB (+{r['ours']['peak_rss_mb'] - r['ours']['before_mb']:.0f})",
-              flush=True)
+        text = lambda x: (f"{x['peak_rss_mb']:.0f} MiB (+{x['peak_rss_mb'] - x['before_mb']:.0f} for the pair, "
+                          f"{x['ms']:.0f} ms)")
+        print(f"peak RSS, one layer, n={n}: torch {text(r['torch']) if 'torch' in r else '(not run)'}  ours "
+              f"{text(r['ours'])}", flush=True)
+    if one:
+        os.unlink(one)
     if a.json:
         Path(a.json).write_text(json.dumps(report, indent=2))
 

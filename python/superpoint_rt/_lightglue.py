@@ -38,7 +38,7 @@ def _numpy(x: Any, name: str, ndim: int) -> np.ndarray:
 
 def _image(d: Any, which: str):
     if not isinstance(d, dict):
-        raise TypeError(f"{which} must be a dict with 'keypoints', 'descriptors' and 'image_size' (or 'image')")
+        raise TypeError(f"{which} must be a dict with 'keypoints', 'descriptors' and 'image_size'")
     for k in ("keypoints", "descriptors"):
         if k not in d:
             raise ValueError(f"{which} has no '{k}'")
@@ -46,15 +46,12 @@ def _image(d: Any, which: str):
     desc = _numpy(d["descriptors"], f"{which}['descriptors']", 2)
     if desc.ndim != 2:
         raise ValueError(f"{which}['descriptors'] must be (N, D) or (1, N, D), got shape {desc.shape}")
-    w = h = 0.0
+    w = h = 0.0  # no image_size: cvg's normalize_keypoints takes the keypoints' extent (cvg ignores "image")
     if d.get("image_size") is not None:  # [W, H], as cvg's normalize_keypoints takes it
         size = _numpy(d["image_size"], f"{which}['image_size']", 1).reshape(-1)
         if size.shape != (2,):
             raise ValueError(f"{which}['image_size'] must be [W, H]")
         w, h = float(size[0]), float(size[1])
-    elif d.get("image") is not None:  # cvg's LightGlue takes the size of "image" (B, C, H, W) when there is one
-        shape = d["image"].shape
-        w, h = float(shape[-1]), float(shape[-2])
     return kpts, desc, w, h
 
 

@@ -567,7 +567,7 @@ std::shared_ptr<const LightGlue::Prepared> LightGlue::prepare(const LightGlueFea
         lo = std::min(lo, f.keypoints[2 * i + static_cast<std::size_t>(c)]);
         hi = std::max(hi, f.keypoints[2 * i + static_cast<std::size_t>(c)]);
       }
-      size[c] = n ? 1.0f + (hi - lo) : 1.0f;
+      size[c] = n ? (1.0f + hi) - lo : 1.0f;  // cvg: 1 + max - min, left to right
     }
   }
   const float shift[2] = {size[0] / 2, size[1] / 2}, scale = std::max(size[0], size[1]) / 2;

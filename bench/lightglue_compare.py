@@ -11,7 +11,7 @@ Inputs: with --features (an hloc features file, e.g. ALIKED features of photos),
 first N keypoints each; without, seeded synthetic pairs (tests/lightglue/lg_reference.py related_features). Rows:
 full depth (depth and width confidence -1) and adaptive (0.95, 0.99, cvg's defaults) at each size: medians of
 --rounds interleaved calls (after one warm-up of each), the ratio, the stop layer, and matches0 agreement. --rss:
-peak RSS of one full-depth pair at each size, each implementation in a fresh process (resource.getrusage), on the
+peak RSS of one full-depth pair at each size, each implementation in a fresh process (/proc/self/status VmHWM), on the
 first layer of the weights alone (a state dict cut to transformers.0 and log_assignment.0: every layer holds the same
 buffers, so one layer reaches the same peak in a ninth of the time); PyTorch only up to --rss-torch-max keypoints
 (its cross attention holds several heads x N x N matrices: 16k keypoints would need over 12 GB).
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -88,7 +87,7 @@ def run_ours(lg, pair):
 def rss_child(args, impl, n):
     """Peak RSS (MiB) of one process that loads `impl` and matches one full-depth pair of n keypoints."""
     code = f"""
-import sys, resource
+import sys
 sys.argv = {[sys.argv[0]] + args!r}
 sys.path.insert(0, {str(ROOT / 'bench')!r})
 import lightglue_compare as c
@@ -112,6 +111,15 @@ def one_layer(weights, out):
     return out
 
 
+def hwm_mb():
+    """The process's peak resident set (VmHWM, MiB): unlike getrusage's ru_maxrss, which a child started by exec
+    inherits from its parent, it covers this program alone."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def rss_main(impl, n):
     a = parse()
     weights = a.rss_weights  # the one-layer state dict main() wrote; ours runs without importing torch
@@ -132,11 +140,11 @@ def rss_main(impl, n):
         dim = lg.input_dim
         f = lambda p: run_ours(lg, p)
     pair = load_pair(a.features, n, dim)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = hwm_mb()
     t = time.perf_counter()
     f(pair)
     ms = (time.perf_counter() - t) * 1e3
-    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    print(json.dumps({"peak_rss_mb": hwm_mb(),
                       "before_mb": base, "ms": ms}))
 
 

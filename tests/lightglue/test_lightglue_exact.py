@@ -155,3 +155,22 @@ def test_errors_name_the_key(weights, tmp_path):
         k, d = ref.features(5, 128, SIZE0, 2)
         lg.match({"keypoints": k, "descriptors": d, "image_size": SIZE0},
                  {"keypoints": k, "descriptors": d, "image_size": SIZE0})
+
+
+def test_hub_repo_through_the_cache(weights, tmp_path):
+    """A Hugging Face repo id (transformers' layout, as ETH-CVG/lightglue_superpoint) resolves through the same hub
+    cache as SuperPoint's weights: here a cache laid out as huggingface_hub lays it, offline."""
+    _, _, st = weights[("superpoint", "full")]
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "models--ETH-CVG--lightglue_superpoint"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "blobs").mkdir()
+    (repo / "blobs" / "e3b0").write_bytes(st.read_bytes())
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "model.safetensors").symlink_to("../../blobs/e3b0")
+    lg = superpoint_rt.LightGlue("ETH-CVG/lightglue_superpoint", cache_dir=str(tmp_path), local_files_only=True)
+    assert lg.layout == "transformers" and lg.input_dim == 256 and lg.num_layers == 9
+    assert lg._m.source.endswith(f"snapshots/{commit}/model.safetensors")
+    with pytest.raises(FileNotFoundError, match="lightglue_missing"):
+        superpoint_rt.LightGlue("ETH-CVG/lightglue_missing", cache_dir=str(tmp_path), local_files_only=True)

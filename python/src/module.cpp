@@ -355,6 +355,7 @@ py::dict spec_dict(const sp::WarmupSpec& s) {
 void register_internal_cv2(py::module_& m);     // internal_cv2.cpp
 void register_internal_resize(py::module_& m);  // internal_resize.cpp
 void register_match(py::module_& m);            // match.cpp
+void register_lightglue(py::module_& m);        // lightglue.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "superpoint_rt._core: the C++ engine behind superpoint_rt.SuperPoint (use that class, not this module)";
@@ -362,6 +363,7 @@ PYBIND11_MODULE(_core, m) {
   register_internal_cv2(m);
   register_internal_resize(m);
   register_match(m);
+  register_lightglue(m);
 
   // errors.hpp maps the kinds onto Python's built-in exceptions, so callers catch what they expect.
   py::register_exception_translator([](std::exception_ptr p) {

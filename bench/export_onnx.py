@@ -25,12 +25,16 @@ import sys
 
 import numpy as np
 
-try:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-except ImportError:  # a clear message instead of a traceback: the peers live in bench/.venv
-    sys.exit("export_onnx.py: the 'onnx' package is missing; run `bash bench/setup-peers.sh` and use "
-             "bench/.venv/bin/python")
+
+def _onnx():
+    """The onnx package, imported where a graph is built (network() and bench/reference_f64.py need numpy only)."""
+    try:
+        import onnx
+    except ImportError:  # a clear message instead of a traceback: the peers live in bench/.venv
+        sys.exit("export_onnx.py: the 'onnx' package is missing; run `bash bench/setup-peers.sh` and use "
+                 "bench/.venv/bin/python")
+    return onnx
+
 
 OPSET = 17
 
@@ -68,7 +72,11 @@ def load_safetensors(path):
     return out
 
 
-def build_graph(weights_dir, height, width):
+def network(weights_dir):
+    """The network that config.json + model.safetensors describe, as steps: (encoder, score head, descriptor head),
+    each a list of ("conv", name, weight, bias, relu) and ("pool", name) (max pool 2x2/2); plus (kp_dim, desc_dim).
+    Checks every shape and that every tensor is used. The ONNX graph (build_graph) and bench/reference_f64.py's float64
+    forward are both made from it."""
     with open(os.path.join(weights_dir, "config.json")) as f:
         cfg = json.load(f)
     hs = list(cfg.get("encoder_hidden_sizes", [64, 64, 128, 128]))
@@ -76,10 +84,9 @@ def build_graph(weights_dir, height, width):
     kp_dim = int(cfg.get("keypoint_decoder_dim", 65))
     desc_dim = int(cfg.get("descriptor_decoder_dim", 256))
     tensors = load_safetensors(os.path.join(weights_dir, "model.safetensors"))
+    used = set()
 
-    nodes, inits, used = [], [], set()
-
-    def conv(x, name, cin, cout, k, relu):
+    def conv(name, cin, cout, k, relu):
         w, b = tensors.get(name + ".weight"), tensors.get(name + ".bias")
         if w is None or b is None:
             raise ValueError(f"{weights_dir}: tensor {name}.weight/.bias is missing")
@@ -87,38 +94,59 @@ def build_graph(weights_dir, height, width):
             raise ValueError(f"{weights_dir}: {name} has shapes {w.shape} / {b.shape}, expected "
                              f"{(cout, cin, k, k)} / {(cout,)}")
         used.update({name + ".weight", name + ".bias"})
-        inits.append(numpy_helper.from_array(w, name + ".weight"))
-        inits.append(numpy_helper.from_array(b, name + ".bias"))
-        y = name + ".out"
-        p = k // 2
-        nodes.append(helper.make_node("Conv", [x, name + ".weight", name + ".bias"], [y], name=name,
-                                      kernel_shape=[k, k], pads=[p, p, p, p], strides=[1, 1]))
-        if relu:
-            nodes.append(helper.make_node("Relu", [y], [y + ".relu"], name=name + ".relu"))
-            y += ".relu"
-        return y
-
-    def pool(x, name):
-        nodes.append(helper.make_node("MaxPool", [x], [name], name=name, kernel_shape=[2, 2], strides=[2, 2]))
-        return name
+        return ("conv", name, w, b, relu)
 
     # Encoder: block i has conv_a (cin -> hs[i]) and conv_b (hs[i] -> hs[i]); every block but the last pools.
-    x, cin = "pixel", 1
+    encoder, cin = [], 1
     for i, cout in enumerate(hs):
-        x = conv(x, f"encoder.conv_blocks.{i}.conv_a", cin, cout, 3, True)
-        x = conv(x, f"encoder.conv_blocks.{i}.conv_b", cout, cout, 3, True)
+        encoder.append(conv(f"encoder.conv_blocks.{i}.conv_a", cin, cout, 3, True))
+        encoder.append(conv(f"encoder.conv_blocks.{i}.conv_b", cout, cout, 3, True))
         if i < len(hs) - 1:
-            x = pool(x, f"encoder.pool{i}")
+            encoder.append(("pool", f"encoder.pool{i}"))
         cin = cout
-    s = conv(x, "keypoint_decoder.conv_score_a", cin, hidden, 3, True)
-    s = conv(s, "keypoint_decoder.conv_score_b", hidden, kp_dim, 1, False)
-    d = conv(x, "descriptor_decoder.conv_descriptor_a", cin, hidden, 3, True)
-    d = conv(d, "descriptor_decoder.conv_descriptor_b", hidden, desc_dim, 1, False)
-    nodes.append(helper.make_node("Identity", [s], ["logits"], name="logits"))
-    nodes.append(helper.make_node("Identity", [d], ["descriptors"], name="descriptors"))
+    score = [conv("keypoint_decoder.conv_score_a", cin, hidden, 3, True),
+             conv("keypoint_decoder.conv_score_b", hidden, kp_dim, 1, False)]
+    desc = [conv("descriptor_decoder.conv_descriptor_a", cin, hidden, 3, True),
+            conv("descriptor_decoder.conv_descriptor_b", hidden, desc_dim, 1, False)]
     unused = sorted(set(tensors) - used)
     if unused:
         raise ValueError(f"{weights_dir}: tensors not part of the network: {', '.join(unused)}")
+    return (encoder, score, desc), (kp_dim, desc_dim)
+
+
+def build_graph(weights_dir, height, width):
+    onnx = _onnx()
+    from onnx import TensorProto, helper, numpy_helper
+
+    (encoder, score, desc), (kp_dim, desc_dim) = network(weights_dir)
+    nodes, inits = [], []
+
+    def emit(x, steps):
+        for step in steps:
+            if step[0] == "pool":
+                nodes.append(helper.make_node("MaxPool", [x], [step[1]], name=step[1], kernel_shape=[2, 2],
+                                              strides=[2, 2]))
+                x = step[1]
+                continue
+            _, name, w, b, relu = step
+            inits.append(numpy_helper.from_array(w, name + ".weight"))
+            inits.append(numpy_helper.from_array(b, name + ".bias"))
+            y = name + ".out"
+            k = w.shape[2]
+            p = k // 2
+            nodes.append(helper.make_node("Conv", [x, name + ".weight", name + ".bias"], [y], name=name,
+                                          kernel_shape=[k, k], pads=[p, p, p, p], strides=[1, 1]))
+            if relu:
+                nodes.append(helper.make_node("Relu", [y], [y + ".relu"], name=name + ".relu"))
+                y += ".relu"
+            x = y
+        return x
+
+    x = emit("pixel", encoder)
+    s = emit(x, score)
+    d = emit(x, desc)
+    nodes.append(helper.make_node("Identity", [s], ["logits"], name="logits"))
+    nodes.append(helper.make_node("Identity", [d], ["descriptors"], name="descriptors"))
 
     hc, wc = height // 2 // 2 // 2, width // 2 // 2 // 2  # MaxPool2d floors odd sizes
     graph = helper.make_graph(
@@ -173,7 +201,7 @@ def main(argv=None):
         ap.error(f"--height/--width must be >= 8 (got {a.height}x{a.width})")
     model = build_graph(a.weights, a.height, a.width)
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    onnx.save(model, a.out)
+    _onnx().save(model, a.out)
     print(f"wrote {a.out} ({len(model.graph.node)} nodes, input 1x1x{a.height}x{a.width})")
     if a.check:
         return check(a.out, a.check, a.tol)

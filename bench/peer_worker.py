@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A peer of `superpoint-rt bench`: one CPU framework timing the SuperPoint network on a plane of one network frame.
 
-    bench/.venv/bin/python bench/peer_worker.py --peer ort|torch|ov --threads T --weights DIR --plane F32_FILE
-                                                [--height 480 --width 640] [--warmup N] [--cache-dir DIR]
-                                                [--precision fp32|bf16|int8] [--calibration F32_FILE]
+    bench/.venv/bin/python bench/peer_worker.py --peer ort|ov|ncnn|mnn|torch --threads T --weights DIR
+                                                --plane F32_FILE [--height 480 --width 640] [--warmup N]
+                                                [--cache-dir DIR] [--precision fp32|bf16|int8]
+                                                [--calibration F32_FILE] [--outputs FILE] [--option KEY=VALUE]
 
   ort    ONNX Runtime CPUExecutionProvider on the graph bench/export_onnx.py builds from the safetensors
          (intra_op_num_threads=T, inter_op_num_threads=1, ORT_ENABLE_ALL, ORT_SEQUENTIAL); the graph, exported at
@@ -15,12 +16,30 @@
          quantised by NNCF's post-training quantisation (nncf.quantize, preset PERFORMANCE, every --calibration plane
          as the calibration set, the subset size = their number) and compiled at f32 hint, written once to
          --cache-dir as superpoint_HxW_int8_<digest of the planes>.xml
+  ncnn   ncnn (PyPI `ncnn`) on the graph converted from the same ONNX graph by pnnx (PyPI `pnnx`: its own binary,
+         no torch needed for an ONNX input; fp16=0, so the weights stay float32), written once to --cache-dir as
+         superpoint_HxW.ncnn.param / .bin; opt.num_threads=T, fp16 / bf16 storage and arithmetic off, so that the
+         row is fp32 whatever the CPU (ncnn.Option's default has fp16 on; its x86 convolutions gave the same outputs
+         with it on here), every other option at ncnn's default (Winograd on: ncnn picks F(6x6), F(4x4) or F(2x2)
+         per layer); one Extractor per forward
+  mnn    MNN (PyPI `MNN`) on the same ONNX graph converted by MNN's converter, called as its compiled module
+         (`_tools.mnnconvert`, inside this Python), never through the `mnnconvert` script (which pip-installs a
+         telemetry package into the first Python on PATH), written once to --cache-dir as superpoint_HxW.mnn;
+         Module API (MNN.nn.load_module_from_file) on a CPU runtime with numThread=T and MNN's default precision
+         "normal" (fp32 on x86) and Winograd setting
   torch  PyTorch (eager, torch.no_grad, torch.set_num_threads(T)) on SuperPointDense of the PyTorch reference
          ($SUPERPOINT_RT_SHARED/tools/reference.py, default ../shared beside the checkout), which loads the same
          safetensors.
 Only ov has --precision bf16 / int8 (--calibration: N planes of height * width float32, the same images the
-driver's int8 rows of ours calibrate on). All run encoder + both heads (with the score softmax and the descriptor L2 norm) on the plane's float32 values
-(height * width little-endian floats, v / 255.0f), batch 1.
+driver's int8 rows of ours calibrate on). All run encoder + both heads on the plane's float32 values (height * width
+little-endian floats, v / 255.0f), batch 1; ort, ov, ncnn and mnn give the raw logits and descriptors, torch's
+module also applies the score softmax and the descriptor L2 norm.
+--outputs FILE: after the warm-up, one more forward's raw outputs are written there (not timed), float32
+little-endian, the logits (kp_dim x H/8 x W/8) then the descriptors (desc_dim x H/8 x W/8), for the driver's error
+against the float64 reference (bench/reference_f64.py).
+--option KEY=VALUE (repeatable; the variants of docs/BENCHMARKS.md, not used by the driver): ncnn: an ncnn.Option
+field (e.g. use_winograd63_convolution=0, use_winograd_convolution=0); mnn: winograd_memory_level=0..3 (MNN's hint
+WINOGRAD_MEMORY_LEVEL: 0 = no Winograd, 3 = its default) or precision=low|normal|high.
 
 Protocol (the same as `superpoint-rt bench --worker`): after setup prints {"ready": true, "peak_rss_mb": x,
 "base_rss_mb": x (before the session / module was made)}, or
@@ -63,7 +82,12 @@ def ort_runner(a, plane):
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     feed = {sess.get_inputs()[0].name: plane[None, None]}
-    return lambda: sess.run(None, feed), f"onnxruntime {ort.__version__}"
+
+    def outputs():
+        logits, desc = sess.run(["logits", "descriptors"], feed)
+        return logits[0], desc[0]
+
+    return lambda: sess.run(None, feed), f"onnxruntime {ort.__version__}", outputs
 
 
 def onnx_path(a):
@@ -122,7 +146,20 @@ def ov_compiled(weights, height, width, threads, precision, calibration, cache_d
     config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
               "INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"}
     compiled = core.compile_model(model, "CPU", config)
-    return compiled, f"openvino {ov.__version__} {precision}{version_extra}"
+    return compiled, f"openvino {ov.__version__} {precision}{version_extra}; {ov_convolutions(compiled)}"
+
+
+def ov_convolutions(compiled):
+    """The kernels OpenVINO chose for the convolutions, e.g. "convolutions: brgconv_avx512_f32 x10,
+    brgconv_avx512_1x1_f32 x2": which ISA it runs (it follows ONEDNN_MAX_CPU_ISA, its oneDNN's cap)."""
+    import collections
+
+    kinds = collections.Counter()
+    for op in compiled.get_runtime_model().get_ops():
+        rt = op.get_rt_info()
+        if "layerType" in rt and rt["layerType"].astype(str) == "Convolution":
+            kinds[rt["primitiveType"].astype(str)] += 1
+    return "convolutions: " + ", ".join(f"{k} x{n}" for k, n in kinds.most_common())
 
 
 def ov_runner(a, plane):
@@ -142,7 +179,11 @@ def ov_runner(a, plane):
     def run():
         return req.infer({0: x})
 
-    return run, version
+    def outputs():
+        r = req.infer({0: x})
+        return (np.array(r[compiled.output("logits")])[0], np.array(r[compiled.output("descriptors")])[0])
+
+    return run, version, outputs
 
 
 def torch_runner(a, plane):
@@ -158,12 +199,131 @@ def torch_runner(a, plane):
         with torch.no_grad():
             return net(x)
 
-    return run, f"torch {torch.__version__}"
+    def outputs():  # the raw heads (the module's forward applies the softmax and the L2 norm)
+        with torch.no_grad():
+            enc = net.encoder(x)
+            dd = net.descriptor_decoder
+            desc = dd.conv_descriptor_b(dd.relu(dd.conv_descriptor_a(enc)))
+            return net.keypoint_decoder(enc)[0].numpy(), desc[0].numpy()
+
+    return run, f"torch {torch.__version__}", outputs
+
+
+def converted(a, suffixes, convert):
+    """The frame's ONNX graph converted by convert(onnx_path, {suffix: output path}) into files named
+    superpoint_HxW<suffix> in --cache-dir, made once (the workers of several thread counts start at once: each
+    converts into its own temporary names, then renames)."""
+    paths = {x: os.path.join(a.cache_dir, f"superpoint_{a.height}x{a.width}{x}") for x in suffixes}
+    if not all(os.path.exists(p) for p in paths.values()):
+        tmp = {x: f"{p}.{os.getpid()}.tmp" for x, p in paths.items()}
+        convert(onnx_path(a), tmp)
+        for x in suffixes:
+            os.replace(tmp[x], paths[x])
+    return paths
+
+
+def options(a):
+    """--option KEY=VALUE pairs as a dict of ints where the value is one."""
+    out = {}
+    for kv in a.option:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            sys.exit(f"peer_worker.py: --option {kv!r} is not KEY=VALUE")
+        out[k] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
+def ncnn_runner(a, plane):
+    import importlib.metadata
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    import ncnn
+    import numpy as np
+
+    # The pnnx package's __init__ imports torch (its TorchScript route); its binary converts an ONNX graph without it.
+    spec = importlib.util.find_spec("pnnx")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("No module named 'pnnx'")
+    pnnx_bin = os.path.join(spec.submodule_search_locations[0], "pnnx")
+
+    def convert(onnx_file, out):
+        with tempfile.TemporaryDirectory(dir=a.cache_dir) as work:  # pnnx writes its by-products beside its input
+            src = os.path.join(work, "superpoint.onnx")
+            os.symlink(os.path.abspath(onnx_file), src)
+            subprocess.run([pnnx_bin, src, f"inputshape=[1,1,{a.height},{a.width}]", "fp16=0",
+                            f"ncnnparam={out['.ncnn.param']}", f"ncnnbin={out['.ncnn.bin']}"],
+                           cwd=work, check=True, stdout=sys.stderr)
+
+    paths = converted(a, (".ncnn.param", ".ncnn.bin"), convert)
+    net = ncnn.Net()
+    net.opt.num_threads = a.threads
+    # fp32 whatever the CPU: ncnn.Option's default enables fp16 storage / arithmetic where a layer and the CPU have it.
+    net.opt.use_fp16_storage = net.opt.use_fp16_packed = net.opt.use_fp16_arithmetic = False
+    net.opt.use_bf16_storage = net.opt.use_bf16_packed = False
+    opts = options(a)
+    for k, v in opts.items():
+        if not hasattr(net.opt, k):
+            sys.exit(f"peer_worker.py: --option {k}: ncnn.Option has no such field")
+        setattr(net.opt, k, bool(v) if isinstance(getattr(net.opt, k), bool) else v)
+    if net.load_param(paths[".ncnn.param"]) != 0 or net.load_model(paths[".ncnn.bin"]) != 0:
+        raise RuntimeError(f"ncnn cannot load {paths['.ncnn.param']}")
+    x = ncnn.Mat(np.ascontiguousarray(plane[None])).clone()  # c = 1, h, w
+
+    def run():
+        with net.create_extractor() as ex:
+            ex.input("in0", x)
+            _, logits = ex.extract("out0")
+            _, desc = ex.extract("out1")
+            return logits, desc
+
+    def outputs():
+        logits, desc = run()
+        return np.array(logits), np.array(desc)
+
+    extra = "".join(f", {k}={v}" for k, v in opts.items())
+    return run, f"ncnn {ncnn.__version__} (model by pnnx {importlib.metadata.version('pnnx')}){extra}", outputs
+
+
+def mnn_runner(a, plane):
+    import MNN
+    import MNN.expr as F
+    import MNN.nn as nn
+    import numpy as np
+
+    def convert(onnx_file, out):
+        import _tools  # MNN's compiled converter (what the mnnconvert script calls, without its telemetry)
+
+        if not _tools.mnnconvert(["mnnconvert", "-f", "ONNX", "--modelFile", onnx_file, "--MNNModel", out[".mnn"]]):
+            raise RuntimeError(f"MNN's converter failed on {onnx_file}")
+
+    path = converted(a, (".mnn",), convert)[".mnn"]
+    opts = options(a)
+    unknown = set(opts) - {"winograd_memory_level", "precision"}
+    if unknown:
+        sys.exit(f"peer_worker.py: --option {', '.join(sorted(unknown))}: mnn knows winograd_memory_level, precision")
+    rt = nn.create_runtime_manager(({"backend": "CPU", "numThread": a.threads,
+                                     "precision": opts.get("precision", "normal")},))
+    if "winograd_memory_level" in opts:
+        rt.set_hint(3, opts["winograd_memory_level"])  # Interpreter::WINOGRAD_MEMORY_LEVEL
+    net = nn.load_module_from_file(path, ["pixel"], ["logits", "descriptors"], runtime_manager=rt)
+    x = F.const(np.ascontiguousarray(plane[None, None]), [1, 1, a.height, a.width], F.NCHW)
+
+    def run():
+        return net.forward([x])  # computes now (Module API); reading the outputs costs microseconds
+
+    def outputs():
+        logits, desc = net.forward([x])
+        return (np.array(F.convert(logits, F.NCHW).read())[0], np.array(F.convert(desc, F.NCHW).read())[0])
+
+    extra = "".join(f", {k}={v}" for k, v in opts.items())
+    return run, f"MNN {MNN.version()}{extra}", outputs
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--peer", choices=("ort", "torch", "ov"), required=True)
+    ap.add_argument("--peer", choices=("ort", "ov", "ncnn", "mnn", "torch"), required=True)
     ap.add_argument("--precision", choices=("fp32", "bf16", "int8"), default="fp32", help="ov only")
     ap.add_argument("--calibration", help="ov int8: N planes of height * width float32 values")
     ap.add_argument("--threads", type=int, required=True)
@@ -173,6 +333,8 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=640, help="the network frame's width")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--cache-dir", default=os.path.join(REPO, "bench", "out"))
+    ap.add_argument("--outputs", help="write one forward's raw logits and descriptors here (float32) after warm-up")
+    ap.add_argument("--option", action="append", default=[], help="ncnn / mnn: KEY=VALUE (see the module text)")
     a = ap.parse_args(argv)
     global PROTOCOL
     PROTOCOL = os.fdopen(os.dup(1), "w")
@@ -186,21 +348,36 @@ def main(argv=None):
     plane = np.ascontiguousarray(plane.reshape(a.height, a.width).astype(np.float32))
     if a.peer != "ov" and a.precision != "fp32":
         sys.exit(f"peer_worker.py: --precision {a.precision} is for --peer ov only")
+    if a.option and a.peer not in ("ncnn", "mnn"):
+        sys.exit("peer_worker.py: --option is for --peer ncnn and mnn")
+    modules = {"ort": "onnxruntime", "ov": "openvino", "ncnn": "ncnn", "mnn": "MNN", "torch": "torch"}
+    setup_flag = {"torch": " --with-torch", "ncnn": " --with-ncnn", "mnn": " --with-mnn"}.get(a.peer, "")
     try:
         # The process before anything of the frame's size (its framework imported; the session / module, which hold
         # the weights and the activations, not yet made): `superpoint-rt bench` reports (peak - this) per frame pixel.
-        __import__({"ort": "onnxruntime", "torch": "torch", "ov": "openvino"}[a.peer])
+        __import__(modules[a.peer])
         base_rss_mb = peak_rss_mb()
-        run, version = {"ort": ort_runner, "torch": torch_runner, "ov": ov_runner}[a.peer](a, plane)
+        runners = {"ort": ort_runner, "ov": ov_runner, "ncnn": ncnn_runner, "mnn": mnn_runner, "torch": torch_runner}
+        run, version, outputs = runners[a.peer](a, plane)
     except ImportError as e:
-        say({"ready": False, "why": f"{e} (bash bench/setup-peers.sh{' --with-torch' if a.peer == 'torch' else ''})"})
+        say({"ready": False, "why": f"{e} (bash bench/setup-peers.sh{setup_flag})"})
         return 0
     except NotHere as e:
         say({"ready": False, "why": str(e)})
         return 0
     for _ in range(a.warmup):
         run()
-    say({"ready": True, "peak_rss_mb": peak_rss_mb(), "base_rss_mb": base_rss_mb, "version": version})
+    if a.outputs:  # once, before any timing: the driver's error against the float64 reference
+        logits, desc = outputs()
+        tmp = f"{a.outputs}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            for m in (logits, desc):
+                f.write(np.ascontiguousarray(m, dtype="<f4").tobytes())
+        os.replace(tmp, a.outputs)
+    ready = {"ready": True, "peak_rss_mb": peak_rss_mb(), "base_rss_mb": base_rss_mb, "version": version}
+    if a.outputs:
+        ready["outputs"] = [list(logits.shape), list(desc.shape)]
+    say(ready)
     for line in sys.stdin:
         parts = line.split()
         if len(parts) != 2 or parts[0] != "forward" or not parts[1].isdigit() or int(parts[1]) < 1:

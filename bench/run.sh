@@ -3,8 +3,9 @@
 #
 #   bash bench/run.sh [superpoint-rt bench options, e.g. --rounds 7 --iters 4 --threads 1,2 --precisions fp32]
 #
-# 1. bench/setup-peers.sh --with-torch: bench/.venv with onnxruntime, onnx, numpy, opencv, torch, pillow
-#    (idempotent; the build never installs them). SPRT_BENCH_NO_TORCH=1 leaves torch out (its wheel is large).
+# 1. bench/setup-peers.sh --with-ncnn --with-mnn --with-torch: bench/.venv with onnxruntime, openvino, nncf, ncnn,
+#    pnnx, MNN, onnx, numpy, opencv, torch, pillow (idempotent; the build never installs them).
+#    SPRT_BENCH_NO_TORCH=1 leaves torch out (its wheel is large).
 # 2. the Release build in build/ (configured if needed), target superpoint-rt only
 # 3. bench/export_onnx.py: ONNX Runtime's graph from the safetensors -> bench/out/, checked against the golden npz
 # 4. superpoint-rt bench: every row in one interleaved run; the table on stdout, everything as JSON in bench/out/
@@ -19,9 +20,9 @@ shared="${SUPERPOINT_RT_SHARED:-$repo/../shared}"
 build="${SPRT_BENCH_BUILD_DIR:-build}"
 
 if [[ "${SPRT_BENCH_NO_TORCH:-0}" == 1 ]]; then
-  bash bench/setup-peers.sh
+  bash bench/setup-peers.sh --with-ncnn --with-mnn
 else
-  bash bench/setup-peers.sh --with-torch
+  bash bench/setup-peers.sh --with-ncnn --with-mnn --with-torch
 fi
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then

@@ -450,6 +450,65 @@ def h5_seeds():
     return s
 
 
+def pth_file(pickle_bytes, storages=(), prefix="archive", byteorder=True):
+    """A torch.save zip archive: <prefix>/data.pkl, <prefix>/data/<key> per storage, stored (not compressed)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr(f"{prefix}/data.pkl", pickle_bytes)
+        if byteorder:
+            z.writestr(f"{prefix}/byteorder", "little")
+        for key, data in storages:
+            z.writestr(f"{prefix}/data/{key}", data)
+        z.writestr(f"{prefix}/version", "3\n")
+    return buf.getvalue()
+
+
+def pth_seeds():
+    """State dicts as torch.save writes them (when torch is importable: Debian's python3-torch in the test venv), a
+    tiny LightGlue in cvg's names, and pickles the reader must refuse (other globals, opcodes, extents)."""
+    s = []
+    try:
+        import torch
+
+        def saved(obj):
+            b = io.BytesIO()
+            torch.save(obj, b)
+            return b.getvalue()
+
+        g = torch.Generator().manual_seed(0)
+        s.append(("float_half_bf16.pth", saved({"a": torch.randn(3, 4, generator=g), "b": torch.randn(5).half(),
+                                                "c": torch.randn(2, 2).bfloat16(),
+                                                "view": torch.arange(12.0).reshape(3, 4)[:, 1:3]})))
+        d, hd = 8, 4
+        sd = {"posenc.Wr.weight": torch.randn(hd // 2, 2, generator=g)}
+        for i in range(2):
+            t = f"transformers.{i}."
+            for blk, shapes in (("self_attn", {"Wqkv": (3 * d, d), "out_proj": (d, d)}),
+                                ("cross_attn", {"to_qk": (d, d), "to_v": (d, d), "to_out": (d, d)})):
+                for name, shape in shapes.items():
+                    sd[t + f"{blk}.{name}.weight"] = torch.randn(*shape, generator=g)
+                    sd[t + f"{blk}.{name}.bias"] = torch.randn(shape[0], generator=g)
+                for j, shape in ((0, (2 * d, 2 * d)), (1, (2 * d,)), (3, (d, 2 * d))):
+                    sd[t + f"{blk}.ffn.{j}.weight"] = torch.randn(*shape, generator=g)
+                    sd[t + f"{blk}.ffn.{j}.bias"] = torch.randn(shape[0], generator=g)
+            sd[f"log_assignment.{i}.matchability.weight"] = torch.randn(1, d, generator=g)
+            sd[f"log_assignment.{i}.matchability.bias"] = torch.randn(1, generator=g)
+            sd[f"log_assignment.{i}.final_proj.weight"] = torch.randn(d, d, generator=g)
+            sd[f"log_assignment.{i}.final_proj.bias"] = torch.randn(d, generator=g)
+        sd["token_confidence.0.token.0.weight"] = torch.randn(1, d, generator=g)
+        sd["token_confidence.0.token.0.bias"] = torch.randn(1, generator=g)
+        s.append(("lightglue_tiny.pth", saved(sd)))
+    except ImportError:
+        pass
+    s.append(("os_system.pth", pth_file(b"\x80\x02cos\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03.")))
+    s.append(("list.pth", pth_file(b"\x80\x02]q\x00.")))
+    s.append(("past_storage.pth", pth_file(
+        b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n"
+        b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x04tQK\x02K\x03\x85K\x01\x85"
+        b"\x89ccollections\nOrderedDict\n)Rtq\x02Rs.", [("0", b"\x00" * 16)])))
+    return s
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -487,6 +546,8 @@ def main():
         c.add("pairs", name, data)
     for name, data in h5_seeds():
         c.add("h5", name, data)
+    for name, data in pth_seeds():
+        c.add("pth", name, data)
     for h in sorted(p.name for p in a.out.iterdir() if p.is_dir()):
         n = sum(1 for _ in (a.out / h).iterdir())
         print(f"{h}: {n} seeds")

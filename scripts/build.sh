@@ -5,6 +5,13 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$root/build}"
 shift || true
+# ccache (scripts/install-deps.sh) when present: CCACHE_BASEDIR makes its keys relative to the build folder, so a
+# second tree with the same flags (the wheel's, scripts/check-wheel.sh) finds these objects.
+launcher=()
+if command -v ccache >/dev/null && [ ! -f "$dir/CMakeCache.txt" ]; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+export CCACHE_BASEDIR="$root"
 cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DSUPERPOINT_RT_WERROR=ON \
-  -DSUPERPOINT_RT_TEST_PYTHON="$root/.venv/bin/python" "$@" >/dev/null
+  -DSUPERPOINT_RT_TEST_PYTHON="$root/.venv/bin/python" "${launcher[@]}" "$@" >/dev/null
 ninja -C "$dir" -j"${JOBS:-$(nproc)}"

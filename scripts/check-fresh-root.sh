@@ -25,8 +25,9 @@ trap cleanup EXIT
 start=$(date +%s)
 
 fresh_root_create "$fr"
-echo "== in the fresh root: bash scripts/run.sh (the README's first command)"
+echo "== in the fresh root: bash scripts/run.sh (the README's first command) ($(( $(date +%s) - start )) s)"
 fresh_root_run "$fr" 'bash scripts/run.sh'
+echo "check-fresh-root: run.sh took $(( $(date +%s) - start )) s from the start (root made, packages installed, built)"
 
 echo "== its outputs"
 out="$fr/work/main/superpoint_out"
@@ -53,7 +54,7 @@ print(f"check-fresh-root: run.sh wrote {n} keypoints, descriptors ({n}, 256), ke
 PY
 
 if [ "${FRESH_ROOT_TESTS:-0}" = "1" ]; then
-  echo "== in the fresh root: bash scripts/test.sh (Release pass), after run.sh"
+  echo "== in the fresh root: bash scripts/test.sh (Release pass), after run.sh ($(( $(date +%s) - start )) s)"
   fresh_root_run "$fr" 'SKIP_SANITIZERS=1 SKIP_FUZZ=1 SKIP_FRESH_ROOT=1 bash scripts/test.sh'
   if [ -n "${FRESH_ROOT_ARTIFACTS:-}" ]; then
     mkdir -p "$FRESH_ROOT_ARTIFACTS"

@@ -61,8 +61,18 @@ else
   "$py" -m venv "$work/venv"
   "$work/venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   # The build folder is build-pip/ in the checkout (pyproject.toml), shared with check-pip-install.sh: incremental.
-  CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" \
+  # With ccache (scripts/build.sh), the wheel's tree is build-wheel/, at the depth of build/, with build/'s flags
+  # (warnings as errors), so that the library's objects come from build/'s compile instead of a second one.
+  ccache_env=()
+  if command -v ccache >/dev/null && [ -f "$root/build/CMakeCache.txt" ]; then
+    ccache_env=(CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$root"
+      SKBUILD_BUILD_DIR="$root/build-wheel" SKBUILD_CMAKE_DEFINE="SUPERPOINT_RT_WERROR=ON")
+    ccache -z >/dev/null
+  fi
+  env "${ccache_env[@]}" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" \
     "$work/venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-deps -w "$work/dist" "$root"
+  [ ${#ccache_env[@]} -eq 0 ] || echo "ccache during the wheel's build: $(ccache -s | grep -iE 'hits|misses' | tr -s ' ' |
+    tr '\n' ';')"
   whl="$(ls "$work"/dist/superpoint_rt-*.whl)"
   echo "$(basename "$whl"): $(du -h "$whl" | cut -f1)"
   case "$(basename "$whl")" in

@@ -6,6 +6,8 @@
 #   fresh_root_create DIR [--no-repo]  bootstrap DIR, give it this machine's package sources, certificate store,
 #                                      pip configuration and DNS, mount /proc, /dev and ../shared (read-only) at
 #                                      DIR/work/shared, and clone this checkout to DIR/work/main (unless --no-repo)
+#   fresh_root_tarball FILE            mmdebstrap once into the tar FILE; fresh_root_create then extracts
+#                                      it when $FRESH_ROOT_TARBALL names it (one bootstrap for several roots)
 #   fresh_root_run DIR CMD...          run CMD under bash in DIR/work/main with a clean environment: nothing that
 #                                      points into this machine (SUPERPOINT_RT_WEIGHTS, HF_*, PYTHONPATH, ...) leaks in
 #   fresh_root_destroy DIR             unmount and remove DIR (safe to call twice; check-*.sh call it from a trap)
@@ -31,8 +33,14 @@ fresh_root_create() {
     [ -s "$f" ] && sources+=("$f")
   done
   [ ${#sources[@]} -gt 0 ] || { echo "fresh-root: no apt sources on this machine" >&2; return 1; }
-  echo "fresh-root: mmdebstrap --variant=apt bookworm $dir (${sources[*]})"
-  mmdebstrap --quiet --variant=apt bookworm "$dir" "${sources[@]}"
+  if [ -n "${FRESH_ROOT_TARBALL:-}" ] && [ -s "$FRESH_ROOT_TARBALL" ]; then
+    # The same bootstrap, made once per test run (fresh_root_tarball): each root is still a new, untouched copy.
+    echo "fresh-root: $dir from $FRESH_ROOT_TARBALL (mmdebstrap --variant=apt bookworm, made for this run)"
+    mkdir -p "$dir" && tar -C "$dir" -xf "$FRESH_ROOT_TARBALL"
+  else
+    echo "fresh-root: mmdebstrap --variant=apt bookworm $dir (${sources[*]})"
+    mmdebstrap --quiet --variant=apt bookworm "$dir" "${sources[@]}"
+  fi
 
   [ -f /etc/pip.conf ] && cp /etc/pip.conf "$dir/etc/pip.conf"
   if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
@@ -60,6 +68,18 @@ fresh_root_create() {
       echo "fresh-root: note: the working tree has uncommitted changes; the root tests the last commit" >&2
     fi
   fi
+}
+
+# mmdebstrap once into FILE (a tar of the bare root): fresh_root_create extracts it when $FRESH_ROOT_TARBALL names
+# it, which saves a bootstrap per root when one run makes several (scripts/test.sh makes three).
+fresh_root_tarball() {
+  local file="$1"
+  local sources=()
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list; do
+    [ -s "$f" ] && sources+=("$f")
+  done
+  [ ${#sources[@]} -gt 0 ] || { echo "fresh-root: no apt sources on this machine" >&2; return 1; }
+  mmdebstrap --quiet --variant=apt --format=tar bookworm "$file.part" "${sources[@]}" && mv "$file.part" "$file"
 }
 
 fresh_root_run() {

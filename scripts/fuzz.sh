@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan) and runs each for a bounded time.
-#   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]      default 30 s, every harness
-#   harnesses: decode decode_plane decode_cv2 http multipart query weights hub npz pairs h5        (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
+#   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]      default 30 s, every harness (scripts/test.sh: 10 s,
+#                                                                its CI length; campaigns: minutes to hours each)
+#   bash scripts/fuzz.sh --build-only [SECONDS] [HARNESS...]  only build them (and the seeds)
+#   harnesses: decode decode_plane decode_cv2 http multipart query weights hub npz pairs h5 pth (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
 # Environment: FUZZ_BUILD_DIR (default build-fuzz/ in the repository), SUPERPOINT_RT_SHARED (images for the seeds,
 # default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS,
 # FUZZ_SAVE_DIR (where failing inputs are copied, as <dir>/<name>/; default fuzz/regressions),
+# FUZZ_JOBS (harnesses fuzzed side by side, default one per core),
 # FUZZ_KEEP_GOING=1 (campaigns: libFuzzer's fork mode, which records each crash, OOM or timeout and goes on fuzzing
 # instead of stopping at the first; the exit status is still 1 when any was found).
 # Each harness runs with -rss_limit_mb=2048 -timeout=10 (and -malloc_limit_mb=256 for the image harnesses) over
@@ -16,9 +19,14 @@
 # Several runs may share the build folder (the configure + build step takes a lock).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then  # build the harnesses and the seeds, fuzz nothing (scripts/test.sh)
+  build_only=1
+  shift
+fi
 seconds="${1:-30}"
 shift || true
-all=(decode decode_plane decode_cv2 http multipart query weights hub npz pairs h5)
+all=(decode decode_plane decode_cv2 http multipart query weights hub npz pairs h5 pth)
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do
@@ -56,13 +64,20 @@ mkdir -p "$build"
   fi
 ) 9>"$build/.fuzz.lock"
 
+[ "$build_only" = 1 ] && { echo "fuzz.sh: built ${harnesses[*]/#/fuzz_} in $build"; exit 0; }
+
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/lsan.supp}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
-failed=()
-summary=()
-for h in "${harnesses[@]}"; do
+# One harness: fuzz it for $seconds, copy what it found to fuzz/regressions, and leave its summary line (and a
+# .failed mark) in $results. Harnesses run side by side, FUZZ_JOBS at a time (default: one per core): each libFuzzer
+# process uses one core.
+results="$(mktemp -d /tmp/sprt-fuzz-XXXXXX)"
+trap 'rm -rf "$results"' EXIT
+run_harness() {
+  local h="$1" corpus artifacts regressions saved log dict malloc_limit rc last execs crashes cov ft corp found a \
+    result line
   corpus="$build/fuzz/corpus/$h"
   artifacts="$build/fuzz/artifacts/$h"
   regressions="$root/fuzz/regressions/$h"
@@ -80,7 +95,6 @@ for h in "${harnesses[@]}"; do
   # returned null or never touched in a real process. fuzz_h5 makes ASan return null too; only the RSS limit applies.
   [ "$h" = h5 ] && malloc_limit=1048576
   [ "$h" = decode_plane ] || [ "$h" = decode_cv2 ] && dict="$root/fuzz/dict/decode.dict"
-  echo "== fuzz_$h: $seconds s (log: $log)"
   set +e
   # The outer timeout only guards against a hang of libFuzzer itself; -max_total_time ends a normal run.
   timeout --kill-after=30 $((seconds + 300)) "$build/fuzz/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 \
@@ -108,16 +122,38 @@ for h in "${harnesses[@]}"; do
   # is a failure, never an "ok" with nothing run.
   if [ $rc -eq 0 ] && [ ${#found[@]} -eq 0 ] && { [ -z "$execs" ] || [ "$execs" = 0 ]; }; then
     result="FAILED (no executions reported in $log)"
-    failed+=("$h")
   elif [ ${#found[@]} -gt 0 ] || [ $rc -ne 0 ]; then
     result="FAILED (exit $rc${found:+; ${#found[@]} input(s) saved to $saved/: ${found[*]:0:3}}$([ ${#found[@]} -gt 3 ] && echo ' ...' || true))"
-    failed+=("$h")
     grep -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|FUZZ_CHECK|SUMMARY' "$log" | head -5 || true
   fi
   line=$(printf '%-13s execs %-10s cov %-6s ft %-7s corpus %-6s %s%s' "$h" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
     "${corp:-?}" "${crashes:+oom/timeout/crash $crashes }" "$result")
-  echo "$line"
-  summary+=("$line")
+  echo "$line" >"$results/$h.line"
+  [ "$result" = ok ] || : >"$results/$h.failed"
+}
+
+jobs_max="${FUZZ_JOBS:-$(nproc)}"
+echo "== ${#harnesses[@]} harness(es), $seconds s each, $jobs_max at a time (logs: $build/fuzz/logs/)"
+running=0
+for h in "${harnesses[@]}"; do
+  if [ "$running" -ge "$jobs_max" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_harness "$h" &
+  running=$((running + 1))
+done
+wait || true
+failed=()
+summary=()
+for h in "${harnesses[@]}"; do
+  if [ ! -f "$results/$h.line" ]; then  # the function itself failed: never a silent pass
+    summary+=("$(printf '%-13s FAILED (no result: see %s)' "$h" "$build/fuzz/logs/$h.log")")
+    failed+=("$h")
+    continue
+  fi
+  summary+=("$(cat "$results/$h.line")")
+  [ -f "$results/$h.failed" ] && failed+=("$h")
 done
 
 echo "== fuzz summary ($seconds s per harness)"

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 pkgs=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache   # ccache: rebuilds, and the wheel's build reuses build/'s objects
   libdnnl-dev ocl-icd-opencl-dev               # oneDNN: the convolutions (its CMake config needs OpenCL, which
                                                # libdnnl-dev only recommends and --no-install-recommends drops)
   libjpeg62-turbo-dev libpng-dev libdeflate-dev libgif-dev libwebp-dev libtiff-dev zlib1g-dev   # image decoders

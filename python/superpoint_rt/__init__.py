@@ -10,9 +10,10 @@ Importing needs numpy only; PIL images and torch tensors are accepted when Pillo
 See docs/PYTHON.md.
 """
 
-from ._core import __version__
+from ._core import __version__, fastest_precision, precisions
 from ._batch import BatchExtractor, extract_folder, list_names, merge_features
 from ._image import draw_keypoints, read_image, write_png
+from ._lightglue import LightGlue
 from ._match import (match, match_features, pairs_from_exhaustive, pairs_from_sequential, read_matches,
                      read_pairs)
 from ._model import SuperPoint
@@ -21,5 +22,6 @@ from ._sfm import colmap_database
 from ._synthetic import synthetic_image
 
 __all__ = ["SuperPoint", "SuperPointOutput", "draw_keypoints", "read_image", "synthetic_image", "write_png",
-           "__version__", "BatchExtractor", "extract_folder", "list_names", "merge_features", "match", "match_features",
-           "pairs_from_exhaustive", "pairs_from_sequential", "read_matches", "read_pairs", "colmap_database"]
+           "__version__", "precisions", "fastest_precision", "BatchExtractor", "extract_folder", "list_names",
+           "merge_features", "match", "match_features", "pairs_from_exhaustive", "pairs_from_sequential",
+           "read_matches", "read_pairs", "colmap_database", "LightGlue"]

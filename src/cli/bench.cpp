@@ -1,6 +1,6 @@
-// superpoint-rt bench: superpoint-rt (every precision) against ONNX Runtime, OpenVINO (every precision) and PyTorch on
-// this CPU, measured in one run and printed as one table (docs/BENCHMARKS.md; `bash bench/run.sh` installs the peers
-// and runs it).
+// superpoint-rt bench: superpoint-rt (every precision) against ONNX Runtime, OpenVINO (every precision), ncnn, MNN and
+// PyTorch on this CPU, measured in one run and printed as one table (docs/BENCHMARKS.md; `bash bench/run.sh` installs
+// the peers and runs it).
 //
 // One process per row and thread count, so that each row's peak RSS is its own and nothing is shared:
 //   ours forward   `superpoint-rt bench --worker forward --frame WxH`: the backend alone (src/backend/backend.hpp:
@@ -11,8 +11,12 @@
 //                  on the JPEG with preset hloc:superpoint_aachen (network frame: long side 1024)
 //   peers          bench/peer_worker.py (ONNX Runtime and OpenVINO on bench/export_onnx.py's graph exported at the
 //                  frame, OpenVINO at each of --precisions: bf16 by its inference-precision hint, int8 quantised by
-//                  NNCF on our built-in calibration planes; PyTorch on the reference module of
-//                  ../shared/tools/reference.py) on the same float planes, forward only, one process per frame
+//                  NNCF on our built-in calibration planes; ncnn and MNN on that graph converted by pnnx and by MNN's
+//                  converter; PyTorch on the reference module of ../shared/tools/reference.py) on the same float
+//                  planes, forward only, one process per frame
+//   reference      bench/reference_f64.py: the network in float64 on the 640x480 plane, once, beside the setup; each
+//                  640x480 forward process writes one forward's raw outputs when it is ready, and every row reports
+//                  its max abs error against it (score map and L2-normalised descriptor map)
 // Every worker speaks the same line protocol: it prints {"ready": true} once set up (load, plan, warm-up), then
 // answers each "KIND ITERS" line with one JSON line {"ms": [...], "cpu_ms": x, "peak_rss_mb": x, ...}.
 // The driver interleaves the rows round by round (alternating the order), so that a noisy shared machine slows
@@ -95,13 +99,14 @@ constexpr const char* kUsage =
     "usage: superpoint-rt bench [--threads 1,2] [--precisions fp32,bf16,int8] [--rounds 5] [--iters 4]\n"
     "         [--warmup 3] [--pause-ms 200] [--frames 640x480,1024x768,1600x1200] [--jpeg FILE] [--png FILE]\n"
     "         [--images DIR] [--throughput-copies 8] [--no-throughput] [--peer-python PYTHON]\n"
-    "         [--peers ort,ov,torch]\n"
+    "         [--peers ort,ov,ncnn,mnn,torch]\n"
     "         [--json FILE] [--peer-script FILE] [--weights DIR|REPO] [--revision R] [--cache-dir DIR]\n"
     "         [--local-files-only]\n"
-    "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32, OpenVINO fp32/bf16/int8 and PyTorch fp32 (when\n"
-    "the peer Python has them), for each thread count; columns the network forward on a 480x640 plane and the full\n"
-    "request on that plane, a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's forward and to OpenVINO's\n"
-    "at the same precision, and each process's peak RSS.\n"
+    "Prints one table: rows ours fp32/bf16/int8, ONNX Runtime fp32, OpenVINO fp32/bf16/int8, ncnn fp32, MNN fp32 and\n"
+    "PyTorch fp32 (when the peer Python has them), for each thread count; columns the network forward on a 480x640\n"
+    "plane and the full request on that plane, a JPEG and a PNG (p50 and p90 ms), the ratio to ONNX Runtime's\n"
+    "forward and to OpenVINO's at the same precision, each process's peak RSS, and the forward's max abs error\n"
+    "against the network in float64 (bench/reference_f64.py) on the score map and the normalised descriptor map.\n"
     "Then the network frames: each row's forward at each of --frames, the ratio to ONNX Runtime's at the same\n"
     "frame, and the cost per pixel against 640x480, (p50 / p50 at 640x480) / (pixels / 640x480 pixels); and the\n"
     "request with preset hloc:superpoint_aachen on the JPEG. Then each frame's memory: the forward process's peak\n"
@@ -117,8 +122,9 @@ constexpr const char* kUsage =
     "  --images DIR       the folder of the throughput table's batch extraction (default: the JPEG's folder)\n"
     "  --throughput-copies N  copies of the JPEG per throughput iteration (list, batch, server)\n"
     "  --no-throughput    skip the throughput table (one process less per row, and faster)\n"
-    "  --peers P,...      which peers (default ort,ov,torch; ov runs at each of --precisions)\n"
-    "  --peer-python P    a Python with onnxruntime, openvino + nncf (and torch) for the peers (default\n"
+    "  --peers P,...      which peers (default ort,ov,ncnn,mnn,torch; ov runs at each of --precisions)\n"
+    "  --peer-python P    a Python with onnxruntime, openvino + nncf (and ncnn + pnnx, MNN, torch) for the peers\n"
+    "                     and numpy for the float64 reference (default\n"
     "                     $SUPERPOINT_RT_BENCH_PYTHON,\n"
     "                     else bench/.venv/bin/python of the current directory; bash bench/setup-peers.sh makes it);\n"
     "                     without one the table has our rows only\n"
@@ -142,6 +148,7 @@ std::vector<std::uint8_t> read_bytes(const std::string& path, std::size_t expect
 struct WorkerArgs {
   std::string weights_dir, precision = "fp32";
   std::string plane_u8;  // frame.w x frame.h bytes (the request worker: 640x480)
+  std::string outputs;   // the forward worker: where to write one forward's raw outputs after warm-up (may be empty)
   Frame frame;           // the forward worker's network frame
   std::string jpeg, png;
   std::string images;  // the throughput worker's folder for "batch_images" (may be empty)
@@ -162,13 +169,15 @@ class ForwardWorker final : public Measurement {
  public:
   explicit ForwardWorker(const WorkerArgs& a) {
     const auto plane = read_bytes(a.plane_u8, std::size_t(a.frame.w) * std::size_t(a.frame.h), "plane");
-    backend_ = backend::create_backend("cpu", model::load_weights_dir(a.weights_dir), {a.threads, a.precision});
+    const model::Weights weights = model::load_weights_dir(a.weights_dir);
+    backend_ = backend::create_backend("cpu", weights, {a.threads, a.precision});
     base_rss_mb_ = peak_rss_mb();  // the process with its weights, before anything of the frame's size
     frame_ = a.frame;
     exec_ = backend_->plan({a.frame.h, a.frame.w});
     input_.resize(plane.size());
     for (std::size_t i = 0; i < plane.size(); ++i) input_[i] = static_cast<float>(plane[i]) / 255.0f;  // v / 255.0f
     for (int i = 0; i < a.warmup; ++i) exec_->run(input_.data(), true);
+    if (!a.outputs.empty()) write_outputs(a.outputs, weights.score_b.out_channels, weights.descriptor_b.out_channels);
   }
   json ready_info() const override { return {{"base_rss_mb", base_rss_mb_}}; }
   json measure(const std::string& kind, int iters) override {
@@ -206,6 +215,23 @@ class ForwardWorker final : public Measurement {
       first_ms.push_back(ms_since(t0));
     }
     return {{"ms", plan_ms}, {"first_run_ms", first_ms}};
+  }
+
+  // One more forward's raw outputs (the driver's error against the float64 reference), in the peers' layout
+  // (bench/peer_worker.py --outputs): float32, the logits channel-major (kp x Hc x Wc), then the descriptors
+  // (desc x Hc x Wc); the executor's are cell-major (backend.hpp).
+  void write_outputs(const std::string& path, int kp, int desc) {
+    exec_->run(input_.data(), true);
+    const std::size_t cells = std::size_t(exec_->height() / 8) * std::size_t(exec_->width() / 8);
+    std::vector<float> out;
+    out.reserve(cells * std::size_t(kp + desc));
+    for (const auto& [map, channels] :
+         {std::pair<const float*, int>{exec_->logits(), kp}, {exec_->descriptors(), desc}})
+      for (int c = 0; c < channels; ++c)
+        for (std::size_t i = 0; i < cells; ++i) out.push_back(map[i * std::size_t(channels) + std::size_t(c)]);
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
+    if (!f.flush()) throw Error(ErrorKind::Io, "bench --worker forward: cannot write " + path);
   }
 
   std::unique_ptr<backend::Backend> backend_;
@@ -411,6 +437,8 @@ int worker_main(ArgReader& args, const std::string& mode) {
       a.precision = args.value(f);
     else if (f == "--plane")
       a.plane_u8 = args.value(f);
+    else if (f == "--outputs")
+      a.outputs = args.value(f);
     else if (f == "--jpeg")
       a.jpeg = args.value(f);
     else if (f == "--png")
@@ -544,6 +572,9 @@ struct Row {
   std::map<std::string, double> base_rss;  // kind of the forward -> MB before anything of the frame's size
   std::array<int, 2> hloc_network{0, 0};   // (h, w) of the hloc request's network frame
   std::string plan;
+  std::string outputs;  // the 640x480 forward process's raw outputs (its --outputs file)
+  // Max abs error against the float64 reference at 640x480 (error_vs_float64); NaN where not measured.
+  double error_scores = std::nan(""), error_descriptors = std::nan("");
   double rss_of(const std::string& kind) const {
     const auto it = rss.find(kind);
     return it == rss.end() ? std::nan("") : it->second;
@@ -612,11 +643,41 @@ std::vector<float> calibration_at(const Frame& frame) {
   return out;
 }
 
+// The error of one row's raw outputs (a forward worker's --outputs file: float32 logits kp x cells, then descriptors
+// desc x cells) against bench/reference_f64.py's float64 maps (scores (kp - 1) x cells, then L2-normalised descriptors
+// desc x cells): the max abs error of the score map (softmax over the kp channels, dustbin dropped) and of the
+// L2-normalised descriptor map. The softmax and the norm of the row's outputs are taken in double, so that the
+// figures are the network's own error, not that of a float32 post-processing.
+std::pair<double, double> error_vs_float64(const std::vector<double>& ref, const std::string& outputs, std::size_t kp,
+                                           std::size_t desc, std::size_t cells) {
+  const std::vector<std::uint8_t> bytes = read_bytes(outputs, (kp + desc) * cells * sizeof(float), "outputs");
+  std::vector<float> out((kp + desc) * cells);
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  const double* ref_scores = ref.data();
+  const double* ref_desc = ref.data() + (kp - 1) * cells;
+  const float* logits = out.data();
+  const float* d = out.data() + kp * cells;
+  double e_scores = 0, e_desc = 0;
+  for (std::size_t i = 0; i < cells; ++i) {
+    double mx = -INFINITY, sum = 0, sq = 0;
+    for (std::size_t c = 0; c < kp; ++c) mx = std::max(mx, double(logits[c * cells + i]));
+    for (std::size_t c = 0; c < kp; ++c) sum += std::exp(double(logits[c * cells + i]) - mx);
+    for (std::size_t c = 0; c + 1 < kp; ++c)
+      e_scores =
+          std::max(e_scores, std::abs(std::exp(double(logits[c * cells + i]) - mx) / sum - ref_scores[c * cells + i]));
+    for (std::size_t c = 0; c < desc; ++c) sq += double(d[c * cells + i]) * double(d[c * cells + i]);
+    const double norm = std::max(std::sqrt(sq), 1e-12);  // F.normalize's eps, as reference_f64.py
+    for (std::size_t c = 0; c < desc; ++c)
+      e_desc = std::max(e_desc, std::abs(double(d[c * cells + i]) / norm - ref_desc[c * cells + i]));
+  }
+  return {e_scores, e_desc};
+}
+
 int driver_main(ArgReader& args) {
   ::signal(SIGPIPE, SIG_IGN);  // a worker that died is reported by its missing answer, not by killing the driver
   Options options = default_cli_options();
   std::vector<int> threads{1, 2};
-  std::vector<std::string> precisions{"fp32", "bf16", "int8"}, peers{"ort", "ov", "torch"};
+  std::vector<std::string> precisions{"fp32", "bf16", "int8"}, peers{"ort", "ov", "ncnn", "mnn", "torch"};
   int rounds = 5, iters = 4, warmup = 3, pause_ms = 200;
   std::vector<Frame> frames{Frame{}, Frame{1024, 768}, Frame{1600, 1200}};
   const std::string shared = shared_dir();
@@ -649,7 +710,8 @@ int driver_main(ArgReader& args) {
     } else if (a == "--peers") {
       peers = split_list(args.value(a));
       for (const auto& p : peers)
-        if (p != "ort" && p != "ov" && p != "torch") throw UsageError("--peers: '" + p + "' is not ort, ov or torch");
+        if (p != "ort" && p != "ov" && p != "ncnn" && p != "mnn" && p != "torch")
+          throw UsageError("--peers: '" + p + "' is not ort, ov, ncnn, mnn or torch");
     } else if (a == "--frames") {
       frames = {Frame{}};  // 640x480 is the base of the cost per pixel and the main table's column
       for (const auto& t : split_list(args.value(a))) {
@@ -763,14 +825,30 @@ int driver_main(ArgReader& args) {
   std::cerr << "superpoint-rt bench: setting up " << precisions.size() << " precision(s) x " << threads.size()
             << " thread count(s) x " << frames.size() << " frame(s)" << (peer_python.empty() ? "" : " and the peers")
             << " ...\n";
+  // The float64 reference of the 640x480 plane (bench/reference_f64.py beside the peers' script, numpy), computed once
+  // beside the workers' setup and before any timing: every row's error_vs_float64.
+  std::unique_ptr<Child> reference;
+  const std::string reference_file = (tmp / "reference_f64.raw").string();
+  if (!peer_python.empty()) {
+    const std::string script = (fs::path(peer_script).parent_path() / "reference_f64.py").string();
+    if (fs::is_regular_file(script))
+      reference = std::make_unique<Child>(std::vector<std::string>{
+          peer_python, script, "--weights", weights_dir, "--plane", planes.at(Frame{}.name()).second, "--height",
+          std::to_string(kNetH), "--width", std::to_string(kNetW), "--out", reference_file});
+    else
+      notes.push_back("no " + script + ": no error vs float64");
+  }
+  const std::map<std::string, std::string> peer_names{
+      {"ort", "ONNX Runtime"}, {"ov", "OpenVINO"}, {"ncnn", "ncnn"}, {"mnn", "MNN"}, {"torch", "PyTorch"}};
   for (const int t : threads) {
     if (!peer_python.empty()) {
       for (const auto& peer : peers) {
-        // OpenVINO runs at each of our precisions; ONNX Runtime and PyTorch at fp32 only.
+        // OpenVINO runs at each of our precisions; ONNX Runtime, ncnn, MNN and PyTorch at fp32 only.
         for (const auto& p : peer == "ov" ? precisions : std::vector<std::string>{"fp32"}) {
           Row r;
-          r.label = (peer == "ort" ? "ONNX Runtime " : peer == "ov" ? "OpenVINO " : "PyTorch ") + p;
+          r.label = peer_names.at(peer) + " " + p;
           r.threads = t;
+          r.outputs = (tmp / ("outputs_" + std::to_string(rows.size()) + ".raw")).string();
           for (const Frame& fr : frames) {
             std::vector<std::string> argv{peer_python, peer_script,
                                           "--peer",    peer,
@@ -782,6 +860,7 @@ int driver_main(ArgReader& args) {
                                           "--warmup",  std::to_string(warmup)};
             if (peer == "ov") argv.insert(argv.end(), {"--precision", p});
             if (peer == "ov" && p == "int8") argv.insert(argv.end(), {"--calibration", calibration.at(fr.name())});
+            if (fr.base()) argv.insert(argv.end(), {"--outputs", r.outputs});
             r.forwards.emplace_back(fr, std::make_unique<Child>(argv));
           }
           rows.push_back(std::move(r));
@@ -793,12 +872,14 @@ int driver_main(ArgReader& args) {
       r.label = "ours " + p;
       r.ours = true;
       r.threads = t;
+      r.outputs = (tmp / ("outputs_" + std::to_string(rows.size()) + ".raw")).string();
       const std::vector<std::string> common{"--weights-dir", weights_dir,       "--precision", p,
                                             "--threads",     std::to_string(t), "--warmup",    std::to_string(warmup)};
       for (const Frame& fr : frames) {
         std::vector<std::string> fwd{exe, "bench", "--worker", "forward"};
         fwd.insert(fwd.end(), common.begin(), common.end());
         fwd.insert(fwd.end(), {"--plane", planes.at(fr.name()).first, "--frame", fr.name()});
+        if (fr.base()) fwd.insert(fwd.end(), {"--outputs", r.outputs});
         r.forwards.emplace_back(fr, std::make_unique<Child>(fwd));
       }
       std::vector<std::string> rq{exe, "bench", "--worker", "request"};
@@ -816,8 +897,8 @@ int driver_main(ArgReader& args) {
   }
   if (peer_python.empty())
     notes.push_back(
-        "no peer Python (bash bench/setup-peers.sh, or --peer-python): ONNX Runtime, OpenVINO and PyTorch not "
-        "measured");
+        "no peer Python (bash bench/setup-peers.sh, or --peer-python): ONNX Runtime, OpenVINO, ncnn, MNN and PyTorch "
+        "not measured, nor the error vs float64");
   // Wait for every process to be ready. A row that cannot run here drops out with a note: a peer that is not
   // installed, or a precision this CPU lacks (bf16 needs avx512_bf16, int8 AVX2 + FMA); fp32 must run.
   for (auto it = rows.begin(); it != rows.end();) {
@@ -839,6 +920,29 @@ int driver_main(ArgReader& args) {
       }
     }
     it = ok ? std::next(it) : rows.erase(it);
+  }
+  if (reference) {  // every row's error against the float64 reference (the workers wrote their outputs when ready)
+    const json r = reference->read();
+    reference.reset();
+    if (r.is_object() && r.value("ready", false)) {
+      const std::size_t cells = r.at("shape")[0].get<std::size_t>() * r.at("shape")[1].get<std::size_t>();
+      const std::size_t kp = r.at("channels")[0].get<std::size_t>() + 1;
+      const std::size_t desc = r.at("channels")[1].get<std::size_t>();
+      const std::vector<std::uint8_t> bytes =
+          read_bytes(reference_file, (kp - 1 + desc) * cells * sizeof(double), "float64 reference");
+      std::vector<double> ref(bytes.size() / sizeof(double));
+      std::memcpy(ref.data(), bytes.data(), bytes.size());
+      for (Row& row : rows) {
+        try {
+          std::tie(row.error_scores, row.error_descriptors) = error_vs_float64(ref, row.outputs, kp, desc, cells);
+        } catch (const Error& e) {
+          notes.push_back(row.label + " at " + std::to_string(row.threads) +
+                          " thread(s): no error vs float64: " + e.what());
+        }
+      }
+    } else {
+      notes.push_back("the float64 reference (bench/reference_f64.py) failed (message above): no error vs float64");
+    }
   }
 
   // Interleaved rounds.
@@ -899,13 +1003,17 @@ int driver_main(ArgReader& args) {
       << "x ORT = forward p50 / ONNX Runtime forward p50 at the same thread count; x OV = ours' forward p50 / "
          "OpenVINO's at the same\nprecision and thread count; x fwd = JPEG request p50 / this row's forward p50;\nRSS "
          "= peak resident MB of the forward / request process; plane = the JPEG's 480x640 "
-         "network plane\n\n";
+         "network plane;\nerror vs f64 = max abs error of the score map (softmax, dustbin dropped) / of the "
+         "L2-normalised descriptor map\nagainst the same network in float64 on the 480x640 plane "
+         "(bench/reference_f64.py)\n\n";
   char hdr[512];
-  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %-29s | %-15s | %-22s | %-15s | %-13s", "", "", "forward 480x640",
-                "plane 480x640", jpeg_label.c_str(), png_label.c_str(), "peak RSS MB");
+  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %-29s | %-15s | %-22s | %-15s | %-13s | %-17s", "", "",
+                "forward 480x640", "plane 480x640", jpeg_label.c_str(), png_label.c_str(), "peak RSS MB",
+                "error vs f64");
   out << hdr << "\n";
-  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %7s %7s %6s %6s | %7s %7s | %7s %7s %6s | %7s %7s | %6s %6s", "threads",
-                "row", "p50", "p90", "x ORT", "x OV", "p50", "p90", "p50", "p90", "x fwd", "p50", "p90", "fwd", "req");
+  std::snprintf(hdr, sizeof hdr, "%-7s %-18s | %7s %7s %6s %6s | %7s %7s | %7s %7s %6s | %7s %7s | %6s %6s | %8s %8s",
+                "threads", "row", "p50", "p90", "x ORT", "x OV", "p50", "p90", "p50", "p90", "x fwd", "p50", "p90",
+                "fwd", "req", "scores", "desc");
   out << hdr << "\n" << std::string(std::strlen(hdr), '-') << "\n";
   json rows_json = json::array();
   for (const int t : threads) {
@@ -926,14 +1034,22 @@ int driver_main(ArgReader& args) {
       const auto ov_it = r.ours ? ov.find(r.label.substr(5)) : ov.end();  // "ours P" against "OpenVINO P"
       const double vs_ov = ov_it == ov.end() ? std::nan("") : fwd / ov_it->second;
       char line[512];
-      std::snprintf(line, sizeof line, "%7d %-18s | %s %s %s %s | %s %s | %s %s %s | %s %s | %s %s", t, r.label.c_str(),
-                    fmt(fwd, 7).c_str(), fmt(p("forward", 90), 7).c_str(), fmt(fwd / ort, 6, 3).c_str(),
-                    fmt(vs_ov, 6, 3).c_str(), fmt(p("plane", 50), 7).c_str(), fmt(p("plane", 90), 7).c_str(),
-                    fmt(p("jpeg", 50), 7).c_str(), fmt(p("jpeg", 90), 7).c_str(),
+      const auto sci = [](double v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%8.1e", v);
+        return std::isnan(v) ? std::string(8 - 1, ' ') + "-" : std::string(b);
+      };
+      std::snprintf(line, sizeof line, "%7d %-18s | %s %s %s %s | %s %s | %s %s %s | %s %s | %s %s | %s %s", t,
+                    r.label.c_str(), fmt(fwd, 7).c_str(), fmt(p("forward", 90), 7).c_str(),
+                    fmt(fwd / ort, 6, 3).c_str(), fmt(vs_ov, 6, 3).c_str(), fmt(p("plane", 50), 7).c_str(),
+                    fmt(p("plane", 90), 7).c_str(), fmt(p("jpeg", 50), 7).c_str(), fmt(p("jpeg", 90), 7).c_str(),
                     fmt(p("jpeg", 50) / fwd, 6, 3).c_str(), fmt(p("png", 50), 7).c_str(), fmt(p("png", 90), 7).c_str(),
-                    fmt(r.rss_of("forward"), 6, 0).c_str(), fmt(r.rss_of("request"), 6, 0).c_str());
+                    fmt(r.rss_of("forward"), 6, 0).c_str(), fmt(r.rss_of("request"), 6, 0).c_str(),
+                    sci(r.error_scores).c_str(), sci(r.error_descriptors).c_str());
       out << line << "\n";
       json rj{{"row", r.label}, {"threads", t}, {"peak_rss_mb_forward", r.rss_of("forward")}, {"plan", r.plan}};
+      if (!std::isnan(r.error_scores))  // bench/tables.py's "error vs float64 (scores / descriptors)"
+        rj["error_vs_float64"] = {{"scores", r.error_scores}, {"descriptors", r.error_descriptors}};
       if (r.request) rj["peak_rss_mb_request"] = r.rss_of("request");
       for (const auto& [kind, s] : r.series) {
         rj[kind] = {{"ms", s.ms}, {"p50", percentile(s.ms, 50)}, {"p90", percentile(s.ms, 90)}, {"cpu_ms", s.cpu_ms}};
@@ -1142,6 +1258,9 @@ int driver_main(ArgReader& args) {
                  {"cpu", cpu_model()},
                  {"cpu_features", util::cpu_features_string()},
                  {"cpu_units", units},
+                 // A run capped to a narrower ISA (an AVX-512 machine standing in for an AVX2-only one) says so:
+                 // bench/tables.py gives it a table of its own.
+                 {"isa_cap", std::getenv("SUPERPOINT_RT_ISA") ? json(std::getenv("SUPERPOINT_RT_ISA")) : json()},
                  {"fastest_precision", fastest_precision_on_this_cpu()},
                  {"precisions", server::precisions_json()},
                  {"rounds", rounds},

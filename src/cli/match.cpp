@@ -1,5 +1,6 @@
-// superpoint-rt match: hloc's match_features with its nearest-neighbour confs (features.h5 + pairs.txt ->
-// matches.h5), see superpoint_rt/match.hpp.
+// superpoint-rt match: hloc's match_features with its nearest-neighbour and LightGlue confs (features.h5 + pairs.txt
+// -> matches.h5), see superpoint_rt/match.hpp and superpoint_rt/lightglue.hpp.
+#include <charconv>
 #include <iostream>
 
 #include "cli/args.hpp"
@@ -20,6 +21,13 @@ std::string usage() {
          "Pairs already in MATCHES.h5 (in either order) are skipped, as hloc does; --overwrite matches them again.\n"
          "Matcher parameters (the conf's values unless given):\n" +
          match_flags_help() +
+         "LightGlue (--conf superpoint+lightglue, disk+lightglue or aliked+lightglue, hloc's confs):\n"
+         "  --matcher-weights PATH|REPO                cvg's .pth, a .safetensors, a folder or a Hugging Face repo\n"
+         "                                             (default: cvg's checkpoint in torch's hub cache; for\n"
+         "                                             superpoint+lightglue else ETH-CVG/lightglue_superpoint)\n"
+         "  --depth-confidence X                       early exit (cvg's depth_confidence, default 0.95; -1 = off)\n"
+         "  --width-confidence X                       point pruning (cvg's width_confidence, default 0.99; -1 = off)\n"
+         "  --revision R, --cache-dir DIR, --local-files-only   for a Hugging Face repo\n" +
          "  --features-ref REF.h5                      the second image of each pair from this file (features_ref)\n"
          "  --threads N                                compute threads (default 0 = all cores)\n"
          "  --cache-mb MB                              descriptors kept in memory (default 2048)\n";
@@ -31,15 +39,51 @@ int match_main(int argc, char** argv) {
   MatchFilesConfig config;
   MatchParams params;
   bool quiet = false;
+  const LightGlueConf* lightglue = nullptr;
+  std::string matcher_weights;
+  LightGlueLoad load;
   ArgReader args(argc, argv, 2);
+  // A confidence: a decimal number <= 1 (-1, or any value <= 0, turns the step off).
+  auto confidence = [&](const std::string& flag) {
+    const std::string v = args.value(flag);
+    double x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(x <= 1.0))
+      throw UsageError("match: " + flag + " '" + v + "' is not a number <= 1 (-1 = off)");
+    return x;
+  };
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "-h" || a == "--help") {
       std::cout << usage();
       return 0;
     }
+    if (a == "--conf") {
+      const std::string v = args.value(a);
+      if ((lightglue = find_lightglue_conf(v))) continue;
+      try {
+        set_match_param_text(params, "conf", v);
+      } catch (const Error&) {
+        throw UsageError(std::string("--conf: '") + v +
+                         "' is not one of NN-mutual, NN-ratio, NN-superpoint, superpoint+lightglue, disk+lightglue, "
+                         "aliked+lightglue");
+      }
+      continue;
+    }
     if (parse_match_flag(args, a, params)) continue;
-    if (a == "--features")
+    if (a == "--matcher-weights")
+      matcher_weights = args.value(a);
+    else if (a == "--depth-confidence")
+      config.lightglue_options.depth_confidence = confidence(a);
+    else if (a == "--width-confidence")
+      config.lightglue_options.width_confidence = confidence(a);
+    else if (a == "--revision")
+      load.revision = args.value(a);
+    else if (a == "--cache-dir")
+      load.cache_dir = args.value(a);
+    else if (a == "--local-files-only")
+      load.local_files_only = true;
+    else if (a == "--features")
       config.features = args.value(a);
     else if (a == "--features-ref")
       config.features_ref = args.value(a);
@@ -65,6 +109,21 @@ int match_main(int argc, char** argv) {
   const int threads = config.options.threads;
   config.options = resolve(params);
   config.options.threads = threads;
+  if (lightglue) {
+    if (params.ratio || params.distance || params.mutual)
+      throw UsageError("match: --ratio, --distance and --[no-]mutual are the nearest-neighbour matcher's, not " +
+                       std::string(lightglue->name) + "'s");
+    config.lightglue = std::make_shared<const LightGlue>(
+        matcher_weights.empty() ? default_lightglue_weights(*lightglue) : matcher_weights, load);
+    if (config.lightglue->input_dim() != lightglue->input_dim)
+      throw UsageError("match: --conf " + std::string(lightglue->name) + " takes descriptors of dim " +
+                       std::to_string(lightglue->input_dim) + ", but the weights " + config.lightglue->source() +
+                       " take " + std::to_string(config.lightglue->input_dim()));
+  } else if (!matcher_weights.empty()) {
+    throw UsageError(
+        "match: --matcher-weights needs a LightGlue --conf (superpoint+lightglue, disk+lightglue, "
+        "aliked+lightglue)");
+  }
   Progress progress(!quiet, "pairs", "pairs/s");
   config.on_progress = [&](std::size_t done, std::size_t total, double s) { progress.update(done, total, s); };
   const MatchFilesReport r = match_files(config);

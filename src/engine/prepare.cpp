@@ -17,6 +17,7 @@
 
 #include "engine/request.hpp"
 #include "image/decode_cv2.hpp"
+#include "image/decode_internal.hpp"
 #include "image/resize_float.hpp"
 #include "util/file.hpp"
 
@@ -157,6 +158,10 @@ engine::MemoryBudget::Claim Engine::claim_of(const Source& src, const ResolvedPa
   int w = src.view.width, h = src.view.height, channels = 0;  // the caller's pixels: nothing decoded
   if (src.name) {
     const ImageInfo info = probe_image(src.encoded, *src.name);
+    // The input limits first (max_pixels: TooLarge, ValueError / 413), with the decoder's own check and message: an
+    // image over a documented limit is refused as such, never as "over the memory budget" (Overloaded, which is for
+    // valid work that does not fit now).
+    image::check_dimensions(info.format, *src.name, info.width, info.height, options_.max_pixels);
     w = info.width;
     h = info.height;
     // The decoded image: none on the fused JPEG path; when cv2's reading applies the EXIF orientation

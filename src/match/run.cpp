@@ -42,35 +42,70 @@ struct ImageKey {
   bool operator<(const ImageKey& o) const { return std::tie(file, name) < std::tie(o.file, o.name); }
 };
 
-// The descriptors in memory, least recently used first out, within a byte budget (a record in use by the current
-// pair stays alive through its shared_ptr even when dropped here).
+// One image as the matcher takes it: its descriptors (nearest neighbours), or LightGlue's first-layer input.
+struct CachedImage {
+  std::shared_ptr<const DescriptorRecord> descriptors;
+  std::shared_ptr<const LightGlue::Prepared> prepared;
+  std::size_t n = 0;
+  int dim = 0;
+  std::size_t bytes = 0;
+};
+
+// The images in memory, least recently used first out, within a byte budget (an image in use by the current pair
+// stays alive through its shared_ptr even when dropped here).
 class RecordCache {
  public:
-  RecordCache(std::size_t budget, const FeatureReader* const readers[2]) : budget_(budget), readers_(readers) {}
+  RecordCache(std::size_t budget, const FeatureReader* const readers[2], const LightGlue* lightglue, int threads)
+      : budget_(budget), readers_(readers), lightglue_(lightglue), threads_(threads) {}
 
-  std::shared_ptr<const DescriptorRecord> get(const ImageKey& k) {
+  std::shared_ptr<const CachedImage> get(const ImageKey& k) {
     if (auto it = index_.find(k); it != index_.end()) {
       lru_.splice(lru_.end(), lru_, it->second);
       return it->second->second;
     }
     auto rec = std::make_shared<const DescriptorRecord>(readers_[k.file]->read(k.name));
+    auto img = std::make_shared<CachedImage>();
+    img->n = rec->n;
+    img->dim = rec->dim;
+    if (lightglue_) {
+      const FeatureReader& r = *readers_[k.file];
+      if (rec->dim != lightglue_->input_dim())
+        throw Error(ErrorKind::InvalidArgument, "'" + k.name + "' in " + r.path() + ": descriptors of dim " +
+                                                    std::to_string(rec->dim) + "; the LightGlue weights (" +
+                                                    lightglue_->source() + ") take " +
+                                                    std::to_string(lightglue_->input_dim()));
+      const matching::detail::KeypointRecord kp = r.keypoints(k.name);
+      if (kp.size() != rec->n)
+        throw Error(ErrorKind::InvalidArgument, "'" + k.name + "' in " + r.path() + ": " + std::to_string(kp.size()) +
+                                                    " keypoints and " + std::to_string(rec->n) + " descriptors");
+      img->prepared = lightglue_->prepare({kp.xy.data(), rec->values.data(), rec->n, rec->dim,
+                                           static_cast<float>(kp.width), static_cast<float>(kp.height)},
+                                          threads_);
+      img->bytes = rec->n * static_cast<std::size_t>(lightglue_->descriptor_dim() + lightglue_->descriptor_dim() / 4) *
+                   sizeof(float);  // the projected descriptors and the encoding (cos and sin of head_dim / 2)
+    } else {
+      img->descriptors = std::move(rec);
+      img->bytes = img->descriptors->bytes();
+    }
     ++reads_;
-    bytes_ += rec->bytes();
-    lru_.emplace_back(k, rec);
+    bytes_ += img->bytes;
+    lru_.emplace_back(k, img);
     index_[k] = std::prev(lru_.end());
     while (bytes_ > budget_ && lru_.size() > 2) {  // never the two of the current pair
-      bytes_ -= lru_.front().second->bytes();
+      bytes_ -= lru_.front().second->bytes;
       index_.erase(lru_.front().first);
       lru_.pop_front();
     }
-    return rec;
+    return img;
   }
   std::size_t reads() const { return reads_; }
 
  private:
-  using Entry = std::pair<ImageKey, std::shared_ptr<const DescriptorRecord>>;
+  using Entry = std::pair<ImageKey, std::shared_ptr<const CachedImage>>;
   std::size_t budget_, bytes_ = 0, reads_ = 0;
   const FeatureReader* const* readers_;
+  const LightGlue* lightglue_;
+  int threads_;
   std::list<Entry> lru_;
   std::map<ImageKey, std::list<Entry>::iterator> index_;
 };
@@ -136,6 +171,7 @@ std::string MatchFilesReport::json() const {
 MatchFilesReport match_files(const MatchFilesConfig& c) {
   const auto t0 = Clock::now();
   c.options.validate();
+  if (c.lightglue) c.lightglue_options.validate();
   if (c.output.empty()) throw Error(ErrorKind::InvalidArgument, "match: no output file");
   std::error_code ec;
   if (!fs::exists(c.pairs, ec)) throw Error(ErrorKind::NotFound, "pairs file not found: " + c.pairs);
@@ -165,7 +201,7 @@ MatchFilesReport match_files(const MatchFilesConfig& c) {
   }
   schedule(pairs, readers, c.cache_mb << 20);
 
-  RecordCache cache(c.cache_mb << 20, readers);
+  RecordCache cache(c.cache_mb << 20, readers, c.lightglue.get(), c.options.threads);
   matching::detail::Matcher matcher(c.options.threads);
   matching::detail::MatchPartWriter writer(c.output);
   auto last_commit = Clock::now();
@@ -182,7 +218,16 @@ MatchFilesReport match_files(const MatchFilesConfig& c) {
         throw Error(ErrorKind::InvalidArgument,
                     where + ": '" + b + "' has " + std::to_string(rb->n) + " keypoints; hloc's matches0 is int16, so " +
                         "the second image of a pair may have at most " + std::to_string(kMaxMatchKeypoints));
-      const Matches m = matcher.match(ra->view(), rb->view(), c.options);
+      Matches m;
+      if (c.lightglue) {
+        LightGlueOptions lo = c.lightglue_options;
+        lo.threads = c.options.threads;
+        LightGlueMatches r = c.lightglue->match(*ra->prepared, *rb->prepared, lo);
+        m.matches0 = std::move(r.matches0);
+        m.scores0 = std::move(r.scores0);
+      } else {
+        m = matcher.match(ra->descriptors->view(), rb->descriptors->view(), c.options);
+      }
       report.matches += m.count();
       writer.add(a, b, m);
       ++report.matched;

@@ -2,6 +2,7 @@
 // back source-size buffers (engine/context.hpp), and an engine refusing what its budget cannot hold with Overloaded
 // before it allocates the image.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -149,6 +150,32 @@ TEST(EngineMemory, RefusesWhatItsBudgetCannotHoldBeforeDecoding) {
   EXPECT_NE(msg.find("huge.png"), std::string::npos) << msg;
   EXPECT_NE(msg.find("200 MiB"), std::string::npos) << msg;
   EXPECT_EQ(kind_of([] { Engine bad(options(-1)); }), ErrorKind::InvalidArgument);
+}
+
+TEST(EngineMemory, InputLimitsComeBeforeTheBudget) {
+  // A 45-byte PNG that declares 4294967295 x 4294967295, and a 20000 x 10000 one: over max_pixels (Pillow's limit),
+  // a documented input limit, so TooLarge naming max_pixels from the header, not Overloaded from the budget (which is
+  // for valid work that does not fit now), whatever the budget.
+  Engine e(options(200));
+  auto png = [](std::uint32_t w, std::uint32_t h) {
+    std::vector<std::uint8_t> b = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    for (const std::uint32_t v : {w, h})
+      for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(v >> s));
+    b.insert(b.end(), {8, 2, 0, 0, 0});
+    const auto crc = static_cast<std::uint32_t>(::crc32(::crc32(0, nullptr, 0), b.data() + 12, 17));
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<std::uint8_t>(crc >> s));
+    b.insert(b.end(), {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82});
+    return b;
+  };
+  const auto bomb = png(4294967295u, 4294967295u);
+  EXPECT_EQ(bomb.size(), 45u);
+  for (const auto& bytes : {bomb, png(20000, 10000)}) {
+    std::string msg;
+    EXPECT_EQ(kind_of([&] { e.run(ImageInput::bytes(bytes, "bomb.png"), Params{}); }, &msg), ErrorKind::TooLarge);
+    EXPECT_NE(msg.find("max_pixels"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bomb.png"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("memory budget"), std::string::npos) << msg;
+  }
 }
 
 TEST(EngineMemory, ATinyFramesPlanDoesNotMakeLargeFramesLookTooLarge) {

@@ -237,3 +237,31 @@ def test_from_pretrained_options(kwargs, exc, name, calibrated):
 ])
 def test_warmup_options(model, kwargs, exc, name):
     _raises(exc, name, lambda: model.warmup(**kwargs))
+
+
+# ------------------------------------------------------------------------------------------------ order of refusals
+def _png_header_only(width: int, height: int) -> bytes:
+    """A 45-byte PNG: the signature, an IHDR that declares width x height (8-bit RGB), and IEND; no pixel data."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + \
+        chunk(b"IEND", b"")
+
+
+def test_input_limits_come_before_the_memory_budget(model):
+    """An image over max_pixels is refused as such (ValueError naming max_pixels) from its header, before the memory
+    budget is asked (which would say RuntimeError "over the memory budget": that is for valid work that does not fit
+    now). Every entry point that reads encoded bytes: a call, a list, and a file path."""
+    bomb = _png_header_only(4294967295, 4294967295)
+    assert len(bomb) == 45
+    big = _png_header_only(20000, 10000)  # 200 MP: over Pillow's default limit, a valid PNG header
+    for data in (bomb, big):
+        with pytest.raises(ValueError, match="max_pixels") as e:
+            model(data)
+        assert "memory budget" not in str(e.value)
+        with pytest.raises(ValueError, match="max_pixels"):
+            model([data, data], num_workers=2)

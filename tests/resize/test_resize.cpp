@@ -58,19 +58,14 @@ struct NamedKernel {
   Fn fn;
 };
 
-// Every kernel this CPU can run, whatever SUPERPOINT_RT_ISA says (the cap only steers resize_plane's dispatch),
-// plus the dispatching entry point itself.
+// Every kernel this CPU can run by the library's detection (after the SUPERPOINT_RT_ISA cap, so that a capped run
+// tests what a CPU of that level has), plus the dispatching entry point itself.
 std::vector<NamedKernel> kernels() {
   std::vector<NamedKernel> k;
   k.push_back({"resize_plane", si::resize_plane});
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    k.push_back({"avx2", si::detail::resize_plane_avx2});
-  }
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq")) {
-    k.push_back({"avx512", si::detail::resize_plane_avx512});
-  }
+  const auto& f = su::cpu_features();
+  if (f.avx2_fma()) k.push_back({"avx2", si::detail::resize_plane_avx2});
+  if (f.avx512()) k.push_back({"avx512", si::detail::resize_plane_avx512});
   return k;
 }
 

@@ -18,11 +18,11 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
 # libdeflate: the PNG fast path inflates a whole IDAT stream in one call (src/image/png_fast.cpp).
 pkg_check_modules(DEFLATE REQUIRED IMPORTED_TARGET libdeflate)
-# cpp-httplib, for `serve` (the executable) and the HTTP fuzz harness and its replay (fuzz/, built with the tests):
-# Debian ships it as a shared library; its pkg-config flags carry the feature macros the library was built with (the
-# class layouts depend on them), so they must be used as they are. Not needed by the library or the Python wheel.
+# Boost.Beast and Boost.Asio (libboost-dev, header-only), for `serve`'s HTTP transport (src/server/transport.cpp, the
+# one translation unit that includes them) and the HTTP fuzz harness and its replay (fuzz/, built with the tests).
+# Nothing to link at run time. Not needed by the library or the Python wheel.
 if(SUPERPOINT_RT_CLI OR SUPERPOINT_RT_TESTS OR SUPERPOINT_RT_FUZZ)
-  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+  find_package(Boost 1.74 REQUIRED)
 endif()
 if(SUPERPOINT_RT_TESTS)
   find_package(GTest REQUIRED)

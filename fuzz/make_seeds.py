@@ -342,6 +342,35 @@ def npz_seeds():
     return s
 
 
+def multipart_seeds(png: bytes):
+    """fuzz_multipart's inputs: a Content-Type value, '\\n', a body."""
+    def body(parts, boundary="b0undary", preamble=b"", epilogue=b"", sep=b"\r\n"):
+        out = preamble
+        for headers, data in parts:
+            out += b"--" + boundary.encode() + sep + b"".join(h + sep for h in headers) + sep + data + sep
+        return out + b"--" + boundary.encode() + b"--" + epilogue
+    disp = b'Content-Disposition: form-data; name="image"; filename="a.png"'
+    ctype = b"multipart/form-data; boundary=b0undary\n"
+    return [("one", ctype + body([([disp, b"Content-Type: image/png"], png)])),
+            ("two_fields", ctype + body([([disp], png), ([b"content-disposition: form-data; name=other"], b"x")])),
+            ("preamble_epilogue", ctype + body([([disp], b"abc")], preamble=b"junk\r\n", epilogue=b"\r\nmore")),
+            ("quoted_boundary", b'multipart/form-data; charset=utf-8; boundary="q \\"b"\n' +
+             body([([disp], b"q")], boundary='q "b')),
+            ("empty_part", ctype + body([([b'Content-Disposition: form-data; name=""'], b"")])),
+            ("escaped_name", ctype + body([([b'Content-Disposition: form-data; name="a\\"b"; filename="c\\\\d"'],
+                                            b"--b0undar")])),
+            ("no_close", ctype + b"--b0undary\r\n" + disp + b"\r\n\r\nabc"),
+            ("lf_only", ctype + body([([disp], b"x")], sep=b"\n"))]
+
+
+def query_seeds():
+    return [("params", b"max_keypoints=10&keypoint_threshold=0.01&nms_radius=3&resize=640x480&format=npz"),
+            ("escapes", b"a=%41%4a&b=x+y%20z&%zz=%&c&&d="),
+            ("nul", b"max_keypoints=5%00tail&no%00pe=1"),
+            ("utf8", "preset=caf%C3%A9&x=\u00e9".encode()),
+            ("many", b"&".join(b"f%d=%d" % (i, i) for i in range(70)))]
+
+
 def pairs_seeds():
     return [("exhaustive.txt", b"a.jpg b.jpg\na.jpg c.jpg\nb.jpg c.jpg"),
             ("crlf_tabs.txt", b"db/1.jpg\tq/2.jpg\r\n\n  x y  \n"),
@@ -503,6 +532,10 @@ def main():
     jpg = dict(imgs)["rgb_sub2_16x16.jpg"]
     for name, data in http_seeds(png, jpg):
         c.add("http", name, data)
+    for name, data in multipart_seeds(png):
+        c.add("multipart", name, data)
+    for name, data in query_seeds():
+        c.add("query", name, data)
     for name, data in weight_seeds(a.shared):
         c.add("weights", name, data)
     for name, data in hub_seeds():

@@ -75,7 +75,7 @@ ls "$prefix"/share/doc/superpoint-rt/LICENSE >/dev/null || fail "the licence is 
 if find "$prefix" -path '*weights*' -o -name '*.safetensors' | grep -q .; then fail "weights are installed"; fi
 
 echo "== public headers include only the standard library and each other"
-# A consumer has no oneDNN, httplib or src/ headers: an installed header that includes one cannot be compiled.
+# A consumer has no oneDNN, Boost or src/ headers: an installed header that includes one cannot be compiled.
 bad="$(grep -Hn '^[[:space:]]*#[[:space:]]*include' "$prefix"/include/superpoint_rt/*.hpp |
   grep -Ev '#[[:space:]]*include[[:space:]]*(<[a-z_0-9]+>|"superpoint_rt/[a-z_]+\.hpp")' || true)"
 [ -z "$bad" ] || fail "installed headers include private or third-party headers:"$'\n'"$bad"
@@ -95,7 +95,7 @@ if [ -n "$lib" ]; then
     grep -qF "$s" "$syms" || fail "$lib does not export $s"
   done
   # Hidden: the private dependencies and the internals that no installed program calls (post/, image decoders).
-  leaked="$(grep -E 'dnnl|httplib|nlohmann|superpoint_rt::post::|superpoint_rt::image::decode_' "$syms" | head -5 || true)"
+  leaked="$(grep -E 'dnnl|boost|nlohmann|superpoint_rt::post::|superpoint_rt::image::decode_' "$syms" | head -5 || true)"
   [ -z "$leaked" ] || fail "$lib exports private symbols, e.g.:"$'\n'"$leaked"
   echo "$(wc -l <"$syms") exported symbols, $(grep -c '^superpoint_rt::[A-Za-z_]*(' "$syms") public free functions"
 fi

@@ -3,7 +3,7 @@
 #   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]      default 30 s, every harness (scripts/test.sh: 10 s,
 #                                                                its CI length; campaigns: minutes to hours each)
 #   bash scripts/fuzz.sh --build-only [SECONDS] [HARNESS...]  only build them (and the seeds)
-#   harnesses: decode decode_plane decode_cv2 http weights hub npz pairs h5 pth   (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
+#   harnesses: decode decode_plane decode_cv2 http multipart query weights hub npz pairs h5 pth (fuzz/CMakeLists.txt SUPERPOINT_RT_FUZZ_HARNESSES)
 # Environment: FUZZ_BUILD_DIR (default build-fuzz/ in the repository), SUPERPOINT_RT_SHARED (images for the seeds,
 # default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS,
 # FUZZ_SAVE_DIR (where failing inputs are copied, as <dir>/<name>/; default fuzz/regressions),
@@ -26,7 +26,7 @@ if [ "${1:-}" = "--build-only" ]; then  # build the harnesses and the seeds, fuz
 fi
 seconds="${1:-30}"
 shift || true
-all=(decode decode_plane decode_cv2 http weights hub npz pairs h5 pth)
+all=(decode decode_plane decode_cv2 http multipart query weights hub npz pairs h5 pth)
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do

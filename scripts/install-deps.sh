@@ -13,7 +13,7 @@ pkgs=(
                                                # libdnnl-dev only recommends and --no-install-recommends drops)
   libjpeg62-turbo-dev libpng-dev libdeflate-dev libgif-dev libwebp-dev libtiff-dev zlib1g-dev   # image decoders
   libcurl4-openssl-dev nlohmann-json3-dev      # hub downloads, JSON
-  libcpp-httplib-dev                           # HTTP server
+  libboost-dev                                 # HTTP server (Boost.Beast and Asio, header-only)
   libhdf5-dev                                  # hloc feature files
   libsqlite3-dev                               # COLMAP databases (superpoint-rt colmap)
   pybind11-dev python3 python3-dev python3-venv python3-numpy python3-pil   # Python extension; test helpers

@@ -151,7 +151,46 @@ struct ModelInfo {
   std::map<std::string, double> warmup_s;   // seconds per warm-up step
 };
 
+/// Bytes that one keypoint of Features holds: its (x, y) and score as float32, and `descriptor_dim` float32 values.
+constexpr std::int64_t features_bytes_per_keypoint(int descriptor_dim) noexcept {
+  return 3 * 4 + 4 * static_cast<std::int64_t>(descriptor_dim);
+}
+
+/// What one run(image, params) call claims of the model's memory budget (Options::memory_budget_mb, docs/LIMITS.md
+/// "Memory budget"), estimated from the image's header before anything is decoded: the worst case of the request.
+struct MemoryEstimate {
+  std::int64_t host_bytes = 0;       // the request's own buffers, the Features it returns included
+  std::int64_t workspace_bytes = 0;  // its network frame's workspace (claims of the same workspace do not add up)
+  std::int64_t max_keypoints = 0;    // the most keypoints it can return: every pixel of the score map inside the
+                                     // border (max_keypoints -1, keypoint_threshold 0), or max_keypoints when fewer
+  int descriptor_dim = 0;            // float32 values per keypoint's descriptor (0 with return_descriptors false)
+  std::int64_t budget_bytes = 0;     // the budget's limit
+};
+
 class Engine;  // internal
+
+/// A part of a model's memory budget held by the caller for buffers of its own that outlive a call: what an HTTP
+/// server holds for a request's body and its encoded answer until the answer is sent (SuperPoint::claim_memory).
+/// Move-only; destroying it (or reset()) gives the bytes back. It keeps the budget alive, not the model. Not
+/// thread-safe itself (one owner), but claims on one model may be taken and returned from any threads.
+class MemoryClaim {
+ public:
+  MemoryClaim() noexcept;
+  ~MemoryClaim();
+  MemoryClaim(MemoryClaim&& other) noexcept;
+  MemoryClaim& operator=(MemoryClaim&& other) noexcept;
+  MemoryClaim(const MemoryClaim&) = delete;
+  MemoryClaim& operator=(const MemoryClaim&) = delete;
+
+  bool held() const noexcept;
+  std::int64_t bytes() const noexcept;  // 0 when not held
+  void reset() noexcept;
+
+ private:
+  friend class SuperPoint;
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 class SuperPoint {
  public:
@@ -183,6 +222,15 @@ class SuperPoint {
   /// An exception from `sink` stops the list: the images in flight finish, then it propagates.
   void run_each(std::span<const ImageInput> images, const Params& params, int num_workers,
                 const ResultSink& sink) const;
+
+  /// What run(image, params) would claim of the memory budget, from the image's header (nothing is decoded, nothing
+  /// is admitted). Throws as run() does for bad params, an unreadable header and a frame over max_frame_pixels.
+  MemoryEstimate estimate_memory(const ImageInput& image, const Params& params = {}) const;
+
+  /// Claims `bytes` of the memory budget for the caller's own buffers if they fit now, beside the requests and
+  /// claims in flight and what the engine holds; an empty claim when they do not fit now (nothing waits). Throws
+  /// Error(Overloaded) naming `what` when they could never fit, Error(Closed) after close().
+  MemoryClaim claim_memory(std::int64_t bytes, const std::string& what) const;
 
   /// Prepares more variants; steps that are already prepared are skipped. Returns seconds per step that ran.
   std::map<std::string, double> warmup(const WarmupSpec& spec) const;

@@ -47,7 +47,6 @@
 #include <tuple>
 #include <vector>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
@@ -400,14 +399,15 @@ class ThroughputWorker final : public Measurement {
       std::vector<std::string> errors(kServerClients);
       for (int c = 0; c < kServerClients; ++c)
         clients.emplace_back([&, c] {
-          httplib::Client cli("127.0.0.1", port_);
-          cli.set_read_timeout(600, 0);
-          for (int i = c; i < copies_n_; i += kServerClients) {
-            const auto res = cli.Post("/v1/keypoints?format=npz", reinterpret_cast<const char*>(jpeg_.data()),
-                                      jpeg_.size(), "image/jpeg");
-            if (!res || res->status != 200)
-              errors[static_cast<std::size_t>(c)] = res ? "HTTP " + std::to_string(res->status) + " " + res->body
-                                                        : "no answer (" + httplib::to_string(res.error()) + ")";
+          try {
+            server::HttpClient cli("127.0.0.1", port_, std::chrono::seconds(600));
+            const std::string_view body(reinterpret_cast<const char*>(jpeg_.data()), jpeg_.size());
+            for (int i = c; i < copies_n_; i += kServerClients) {
+              const auto [status, answer] = cli.post("/v1/keypoints?format=npz", body, "image/jpeg");
+              if (status != 200) errors[static_cast<std::size_t>(c)] = "HTTP " + std::to_string(status) + " " + answer;
+            }
+          } catch (const Error& e) {
+            errors[static_cast<std::size_t>(c)] = std::string("no answer (") + e.what() + ")";
           }
         });
       for (auto& t : clients) t.join();

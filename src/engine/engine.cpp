@@ -307,6 +307,29 @@ Features Engine::run(const ImageInput& image, const Params& request) {
   }
 }
 
+MemoryEstimate Engine::estimate(const ImageInput& image, const Params& request) {
+  const ResolvedParams rp = resolve(request);
+  check_fixed_frame(rp, image.describe(), options_.max_frame_pixels);
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  if (closed_) throw Error(ErrorKind::Closed, "the model is closed");
+  const Source src = source_of(image);
+  const engine::MemoryBudget::Claim c = claim_of(src, rp);
+  int w = src.view.width, h = src.view.height;
+  if (src.name) {
+    const ImageInfo info = probe_image(src.encoded, *src.name);
+    w = info.width;
+    h = info.height;
+  }
+  const auto [fw, fh] = rp.network_frame(w, h, src.what, options_.max_frame_pixels);
+  MemoryEstimate e;
+  e.host_bytes = static_cast<std::int64_t>(c.host);
+  e.workspace_bytes = static_cast<std::int64_t>(c.workspace);
+  e.max_keypoints = max_keypoints_of(rp, fw, fh, weights_config_.border_removal_distance);
+  e.descriptor_dim = rp.return_descriptors ? weights_config_.descriptor_decoder_dim : 0;
+  e.budget_bytes = static_cast<std::int64_t>(budget_->limit());
+  return e;
+}
+
 engine::ThreadPool& Engine::worker_pool(int workers) {
   // One pool for the engine's life, grown in place and never replaced: concurrent run_each / warmup calls keep a
   // reference to it while they submit (issue 14 §2: replacing a smaller pool by a bigger one destroyed it under a

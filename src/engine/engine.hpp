@@ -63,6 +63,8 @@ class Engine {
   ~Engine();
 
   Features run(const ImageInput& image, const Params& params);
+  /// What run(image, params) claims of the memory budget, from the image's header (SuperPoint::estimate_memory).
+  MemoryEstimate estimate(const ImageInput& image, const Params& params);
   /// With `sink`, each result goes there in input order as soon as it is collected and the returned vector holds
   /// only placeholders (SuperPoint::run_each with a ResultSink).
   std::vector<std::variant<Features, Error>> run_each(std::span<const ImageInput> images, const Params& params,
@@ -82,6 +84,7 @@ class Engine {
   engine::ThreadPool& lane_thread(engine::Lane lane);
   /// The memory budget (its limit, and what it accounts for now and at most so far).
   const engine::MemoryBudget& memory_budget() const noexcept { return *budget_; }
+  engine::MemoryBudget& memory_budget() noexcept { return *budget_; }
 
  private:
   struct Prepared;

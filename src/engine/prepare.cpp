@@ -112,13 +112,16 @@ void cv_gray_of(const std::uint8_t* base, std::ptrdiff_t stride, int ch, const s
 // (`channels` bytes per source pixel; 0 on the fused JPEG path, which never stores it), the 8-bit and float source
 // planes of the float views and of the cv2 / kornia resizes (the float plane is 4 bytes per source pixel), and per
 // frame pixel: up to three resized 8-bit and float planes, the network input, the score map and the copy of the
-// descriptor map (D floats per 8 x 8 cell), plus 1 MiB of smaller scratch.
+// descriptor map (D floats per 8 x 8 cell), the keypoint selection's candidates (kCandidateBytes), plus 1 MiB of
+// smaller scratch; and the Features it returns for `keypoints` keypoints (issue 32: a dense request's results are
+// its largest part).
 std::size_t host_claim(const ResolvedParams& rp, std::int64_t w, std::int64_t h, int channels, std::int64_t fw,
-                       std::int64_t fh, int descriptor_dim, std::size_t encoded) {
+                       std::int64_t fh, int descriptor_dim, std::int64_t keypoints, std::size_t encoded) {
   const std::int64_t src = w * h, frame = fw * fh;
   std::int64_t bytes = src * channels;
   if (rp.interpolation != Interpolation::PilBilinear) bytes += src * (4 + 1);
-  bytes += frame * (3 + 3 * 4 + 4 + 4) + frame / 64 * descriptor_dim * 4;
+  bytes += frame * (3 + 3 * 4 + 4 + 4 + kCandidateBytes) + frame / 64 * descriptor_dim * 4;
+  bytes += keypoints * features_bytes_per_keypoint(rp.return_descriptors ? descriptor_dim : 0);
   return static_cast<std::size_t>(bytes) + encoded + (std::size_t{1} << 20);
 }
 
@@ -171,7 +174,9 @@ engine::MemoryBudget::Claim Engine::claim_of(const Source& src, const ResolvedPa
   }
   // A transposed (EXIF-rotated) result has the same frame area.
   const auto [fw, fh] = rp.network_frame(w, h, src.what, options_.max_frame_pixels);
-  return {host_claim(rp, w, h, channels, fw, fh, weights_config_.descriptor_decoder_dim, src.file_bytes.size()),
+  const int dim = weights_config_.descriptor_decoder_dim;
+  const std::int64_t keypoints = max_keypoints_of(rp, fw, fh, weights_config_.border_removal_distance);
+  return {host_claim(rp, w, h, channels, fw, fh, dim, keypoints, src.file_bytes.size()),
           networks_ ? networks_->workspace_claim(fw, fh) : 0};
 }
 

@@ -1,6 +1,7 @@
 // The state of one request between its stages (engine.hpp), shared by engine.cpp and prepare.cpp. Internal.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -15,12 +16,28 @@
 #include "engine/memory_budget.hpp"
 #include "superpoint_rt/features.hpp"
 #include "superpoint_rt/image.hpp"
+#include "superpoint_rt/params.hpp"
 
 namespace superpoint_rt {
 
 using Clock = std::chrono::steady_clock;
 inline double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+/// Bytes per pixel of the score map that keypoint selection may hold (post::nms_select_keypoints): every pixel a
+/// candidate (keypoint_threshold 0) of 12 bytes in a vector grown by doubling, the selection's sort buffer of as
+/// many, and nms_radius 0's copy of the map (4 bytes).
+inline constexpr std::int64_t kCandidateBytes = 2 * 12 + 12 + 4;
+
+/// The most keypoints a request returns for a `fw` x `fh` frame: every pixel of the score map (8 x floor(side / 8))
+/// inside the border (keypoint_threshold 0, nms_radius 0 and a flat score map keep them all), or max_keypoints when
+/// that is fewer.
+inline std::int64_t max_keypoints_of(const ResolvedParams& rp, std::int64_t fw, std::int64_t fh, int border) {
+  const std::int64_t w = std::max<std::int64_t>(0, fw / 8 * 8 - 2 * border);
+  const std::int64_t h = std::max<std::int64_t>(0, fh / 8 * 8 - 2 * border);
+  const std::int64_t all = w * h;
+  return rp.max_keypoints >= 0 ? std::min<std::int64_t>(rp.max_keypoints, all) : all;
 }
 
 /// Prepared by prepare(), consumed by network() and postprocess().

@@ -88,6 +88,46 @@ std::map<std::string, double> SuperPoint::warmup(const WarmupSpec& spec) const {
   return live(engine_).warmup(spec);
 }
 
+MemoryEstimate SuperPoint::estimate_memory(const ImageInput& image, const Params& params) const {
+  return live(engine_).estimate(image, params);
+}
+
+// The engine is kept alive by its claims: the budget a ticket returns to is the engine's.
+struct MemoryClaim::State {
+  std::shared_ptr<Engine> engine;
+  engine::MemoryBudget::Ticket ticket;
+  std::int64_t bytes = 0;
+};
+
+MemoryClaim::MemoryClaim() noexcept = default;
+MemoryClaim::~MemoryClaim() = default;
+MemoryClaim::MemoryClaim(MemoryClaim&& other) noexcept = default;
+MemoryClaim& MemoryClaim::operator=(MemoryClaim&& other) noexcept = default;
+
+bool MemoryClaim::held() const noexcept {
+  return state_ && state_->ticket.held();
+}
+
+std::int64_t MemoryClaim::bytes() const noexcept {
+  return held() ? state_->bytes : 0;
+}
+
+void MemoryClaim::reset() noexcept {
+  state_.reset();
+}
+
+MemoryClaim SuperPoint::claim_memory(std::int64_t bytes, const std::string& what) const {
+  Engine& e = live(engine_);
+  if (bytes < 0)
+    throw Error(ErrorKind::InvalidArgument,
+                "claim_memory: " + what + " claims " + std::to_string(bytes) + " bytes (must be >= 0)");
+  MemoryClaim c;
+  engine::MemoryBudget::Ticket t = e.memory_budget().try_admit({static_cast<std::size_t>(bytes), 0}, what);
+  if (!t.held()) return c;
+  c.state_ = std::make_unique<MemoryClaim::State>(MemoryClaim::State{engine_, std::move(t), bytes});
+  return c;
+}
+
 void SuperPoint::close() {
   if (engine_) engine_->close();
 }

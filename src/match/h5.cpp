@@ -131,6 +131,18 @@ std::vector<hsize_t> numeric_dims(hid_t ds, int rank, std::int64_t max_values, c
       }
     }
   }
+  // The values must be in the file (issue 32: a 3,736-byte file declared (1, 2^27) descriptors, all of them HDF5's
+  // fill value, and matching them took 10 GB): every value's bytes are stored, or for a filtered (compressed)
+  // dataset at most kMaxFilterRatio times what is stored. The declared sizes of a file are then bounded by its size.
+  {
+    const std::uint64_t declared = product(dims.data(), rank) * value_bytes;
+    const std::uint64_t stored = H5Dget_storage_size(ds);
+    const bool filtered = layout == H5D_CHUNKED && H5Pget_nfilters(dcpl.get()) > 0;
+    if (declared > (filtered ? stored * kMaxFilterRatio : stored))
+      invalid(where + ": declares " + std::to_string(declared) + " bytes of values but stores " +
+              std::to_string(stored) + (filtered ? " compressed" : "") +
+              " (values that are not in the file are refused, not read as the fill value)");
+  }
   return dims;
 }
 
@@ -253,6 +265,18 @@ KeypointRecord FeatureReader::keypoints(const std::string& name) const {
             std::to_string(kMaxImageSide) + "]");
   r.width = wh[0];
   r.height = wh[1];
+  // hloc's keypoints lie on the image (pixel centres at integers: [-0.5, side - 0.5]); half a pixel more is allowed,
+  // and float16's rounding of the side (hloc stores them as float16: half a unit of 2^-10 relative at most). Others
+  // would be drawn or used far off it (issue 32: plot-matches looped 1e15 times on a keypoint at (1e15, 20)).
+  const double mx = 1.0 + static_cast<double>(r.width) / 1024, my = 1.0 + static_cast<double>(r.height) / 1024;
+  for (std::size_t i = 0; i < r.xy.size(); i += 2) {
+    const double x = r.xy[i], y = r.xy[i + 1];
+    if (!(x >= -mx && x <= static_cast<double>(r.width) - 1 + mx && y >= -my &&
+          y <= static_cast<double>(r.height) - 1 + my))
+      invalid(where + " keypoints: keypoint " + std::to_string(i / 2) + " at (" + std::to_string(x) + ", " +
+              std::to_string(y) + ") lies outside its image_size " + std::to_string(r.width) + "x" +
+              std::to_string(r.height));
+  }
   return r;
 }
 

@@ -36,6 +36,9 @@ inline constexpr std::size_t kMaxValueBytes = 16;
 /// (h5.cpp numeric_dims; HDF5 1.10 looks each chunk up by its index, so the check's time grows faster than the count).
 /// hloc, h5py's defaults and our batch extraction write feature datasets contiguous.
 inline constexpr std::uint64_t kMaxCheckedChunks = 4096;
+/// A filtered (compressed) dataset declares at most this many times the bytes it stores: deflate's largest expansion
+/// (about 1032:1, zlib's zlib_tech.html), the widest of the filters libhdf5 reads here.
+inline constexpr std::uint64_t kMaxFilterRatio = 1032;
 
 /// The descriptors of one image, widened to float32 as hloc's loader does (.float()) and transposed from hloc's
 /// (dim, n) to rows (n, dim): the layout of Features, so that the file path and the in-memory match() run the same
@@ -78,10 +81,10 @@ class FeatureReader {
   std::pair<int, std::size_t> shape(const std::string& name) const;
   /// The record (after the checks of shape()); float16 is widened exactly, other numeric types as HDF5 converts them.
   DescriptorRecord read(const std::string& name) const;
-  /// <name>/keypoints ((n, 2) float16/32/64, at most kMaxRecordValues values, every value finite) and
-  /// <name>/image_size ((2,) integer (width, height), each in [1, kMaxImageSide]). Throws Error(NotFound) for an image
-  /// without keypoints, Error(InvalidArgument) naming the file, the image and the dataset for a wrong type, shape or
-  /// value.
+  /// <name>/keypoints ((n, 2) float16/32/64, at most kMaxRecordValues values, every value finite and on the image:
+  /// x within 1 + width / 1024 of [0, width - 1], y likewise) and <name>/image_size ((2,) integer (width, height), each
+  /// in [1, kMaxImageSide]). Throws Error(NotFound) for an image without keypoints, Error(InvalidArgument) naming the
+  /// file, the image and the dataset for a wrong type, shape or value.
   KeypointRecord keypoints(const std::string& name) const;
 
  private:

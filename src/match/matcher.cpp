@@ -40,6 +40,19 @@ float* AlignedFloats::reserve(std::size_t n) {
   return p_.get();
 }
 
+std::size_t Matcher::memory_bound(std::size_t n0, std::size_t n1, int dim, int threads) {
+  const auto d = static_cast<std::size_t>(std::max(dim, 1));
+  const auto t = static_cast<std::size_t>(std::max(threads, 1));
+  const std::size_t ld = (n1 + 15) / 16 * 16 + 16;
+  const std::size_t block = std::max(kBlockBytes, sizeof(float) * ld * 16);
+  // The screen's cap on kept candidates (run()), reached one block late at worst, in vectors grown by doubling.
+  const std::size_t kept = 2 * (64 * (n0 + n1) + (std::size_t{1} << 16) + block / sizeof(float)) * sizeof(Candidate);
+  const std::size_t top2 = 3 * sizeof(float) * (2 * n0 + 4 * n1);  // rows_, cols_, floor_, col_second + a thread's
+  const std::size_t bf16 = sizeof(std::uint16_t) * (n0 + n1) * d;
+  const std::size_t matches = (sizeof(std::int32_t) + sizeof(float)) * n0 * 2;  // matches0 + scores0, and find_nn's
+  return t * (block + kept + sizeof(float) * (n1 + 16 + d) + top2) + bf16 + top2 + matches + (std::size_t{1} << 20);
+}
+
 std::size_t block_rows(std::size_t n1) noexcept {
   const std::size_t rows = kBlockBytes / (sizeof(float) * std::max<std::size_t>(n1, 1));
   return std::max<std::size_t>(16, rows / 4 * 4);
@@ -151,9 +164,10 @@ void Matcher::top2(const DescriptorsView& a, const DescriptorsView& b, Top2& row
   // forwards run: a second team would make libgomp stop spinning at the forwards' barriers.
   const auto passes = [&] {
     if (!run(k, screen, dim, rows, cols)) {
+      if (past_deadline()) throw DeadlinePassed("matching gave up: its deadline passed");
       stats_.fell_back = true;
       stats_.screen = Screen::Exact;
-      run(k, Screen::Exact, dim, rows, cols);
+      if (!run(k, Screen::Exact, dim, rows, cols)) throw DeadlinePassed("matching gave up: its deadline passed");
     }
   };
   if (threads_ > 1)
@@ -184,6 +198,7 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
   const std::size_t cap = 64 * (n0 + n1) + (std::size_t{1} << 16);
   float margin = 0;  // 2E, rounded up to float32
   std::atomic<bool> give_up{false};
+  std::atomic<bool> late{false};  // the deadline passed (set_deadline): give up at the next block
   std::atomic<std::size_t> computed{0};
   std::size_t computed_cols = 0;
   // Rows [r0, r0 + m) x columns [j0, j0 + n) of the matrix into c (row stride ld): screened, or exact.
@@ -278,7 +293,11 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
     }
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t blk = 0; blk < blocks; ++blk) {
-      if (failed || give_up) continue;
+      if (failed || give_up || late) continue;
+      if (past_deadline()) {
+        late = true;
+        continue;
+      }
       try {
         const std::size_t r0 = blk * mb, m = std::min(mb, n0 - r0);
         screen_block(r0, m, 0, n1, c);
@@ -332,6 +351,7 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
     }
   }
   if (error) std::rethrow_exception(error);
+  if (late) return false;  // top2 throws DeadlinePassed
   if (give_up) return false;
   auto merge_columns = [&] {
     cols.resize(n1);

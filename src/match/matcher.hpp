@@ -16,12 +16,16 @@
 // the lower row, so the result does not depend on the thread count or on which thread took which block).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "match/kernels.hpp"
+#include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/match.hpp"
 
 namespace superpoint_rt::matching::detail {
@@ -72,6 +76,13 @@ struct ScreenStats {
   std::size_t exact = 0;         ///< similarities computed exactly
 };
 
+/// Thrown by a Matcher whose deadline passed before it finished (Matcher::set_deadline): an Error of kind Overloaded,
+/// told apart by its type (the HTTP server answers it with 504).
+class DeadlinePassed : public Error {
+ public:
+  explicit DeadlinePassed(const std::string& message) : Error(ErrorKind::Overloaded, message) {}
+};
+
 /// hloc's NearestNeighbor with reusable work space. Not thread-safe: one Matcher per thread. With `threads` > 1 each
 /// call's OpenMP regions open on the process's compute thread (util/compute_thread.hpp): calls of several Matchers,
 /// and the engines' forwards, take turns there.
@@ -86,6 +97,15 @@ class Matcher {
   /// hloc's NearestNeighbor._forward (validated views and options).
   Matches match(const DescriptorsView& a, const DescriptorsView& b, const MatchOptions& options);
   int threads() const { return threads_; }
+  /// From now on, calls give up when `deadline` has passed: the clock is read between blocks of rows (about
+  /// kBlockBytes of similarities each) and before the exact fallback, and the call throws DeadlinePassed. None: no
+  /// deadline (the default).
+  void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) { deadline_ = deadline; }
+  /// An upper bound of the bytes one call on n0 x n1 descriptors of `dim` values holds at once with `threads`
+  /// threads: its blocks, top-2 arrays, bfloat16 copies and candidate lists (the screen's cap on them, grown by
+  /// doubling, plus one block's worth before the cap is seen) and the Matches it returns. For a caller's memory
+  /// budget (the HTTP server's /v1/match).
+  static std::size_t memory_bound(std::size_t n0, std::size_t n1, int dim, int threads);
 
  private:
   // A screened entry kept for the columns' exact pass: row i, column j, screened and (once computed) exact similarity.
@@ -111,6 +131,8 @@ class Matcher {
   Top2 rows_, cols_;
   Top2 floor_;  // the columns' screened top-2 over the first kFloorRows rows
   ScreenStats stats_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+  bool past_deadline() const { return deadline_ && std::chrono::steady_clock::now() >= *deadline_; }
   // The current pair: point-major float32 rows (copies only for dim-major views) and their bfloat16 roundings.
   std::vector<float> copy_[2];
   const float* rows_of_[2] = {};

@@ -40,17 +40,31 @@ bool has_whitespace(std::string_view s) {
   return false;
 }
 
+// A key of the ordered pair (a, b) that no other pair shares: a's length, then both names. (Joining the names with
+// a separator let ("a\0b", "c") and ("a", "b\0c") collide, issue 32: names may hold any byte.)
 std::string key_of(std::string_view a, std::string_view b) {
-  std::string k;
-  k.reserve(a.size() + b.size() + 1);
-  k.append(a).push_back('\0');
-  k.append(b);
+  std::string k = std::to_string(a.size());
+  k.reserve(k.size() + 1 + a.size() + b.size());
+  k.push_back(':');
+  k.append(a).append(b);
   return k;
+}
+
+// Pair lists are bounded as a pairs file is (kMaxPairs, parse_pairs): a list over it is refused by name before it
+// is stored (issue 32: `pairs --exhaustive` on 20,000 names ended in bad_alloc).
+void check_pair_count(std::size_t count, const std::string& what) {
+  if (count > kMaxPairs)
+    invalid(what + " gives " + std::to_string(count) + " pairs, over the limit of " + std::to_string(kMaxPairs) +
+            " pairs of a pair list (kMaxPairs)");
 }
 
 }  // namespace
 
 std::vector<ImagePair> pairs_exhaustive(std::span<const std::string> names) {
+  const std::size_t n = names.size();
+  // n (n - 1) / 2 without overflow: n is at most the size of a span of strings.
+  check_pair_count(n < 2 ? 0 : (n % 2 == 0 ? n / 2 * (n - 1) : (n - 1) / 2 * n),
+                   "exhaustive pairs of " + std::to_string(n) + " names");
   std::vector<ImagePair> out;
   for (std::size_t i = 0; i < names.size(); ++i)
     for (std::size_t j = i + 1; j < names.size(); ++j) out.emplace_back(names[i], names[j]);
@@ -63,10 +77,22 @@ std::vector<ImagePair> pairs_sequential(std::span<const std::string> names, int 
   if (loop_stride < 0)
     invalid("sequential: loop stride " + std::to_string(loop_stride) + " is out of range (allowed: >= 0, 0 = off)");
   const std::size_t n = names.size(), w = static_cast<std::size_t>(window);
+  const std::string what = "sequential pairs of " + std::to_string(n) + " names (window " + std::to_string(window) +
+                           (quadratic ? ", quadratic" : "") +
+                           (loop_stride > 0 ? ", loop stride " + std::to_string(loop_stride) : "") + ")";
+  if (loop_stride > 0) {
+    // The key frames' pairs alone, less every pair the window and the quadratic overlap could share with them: over
+    // the limit here means over it in the end, refused before anything is stored.
+    const std::size_t m = (n + static_cast<std::size_t>(loop_stride) - 1) / static_cast<std::size_t>(loop_stride);
+    const std::size_t loop = m < 2 ? 0 : (m % 2 == 0 ? m / 2 * (m - 1) : (m - 1) / 2 * m);
+    const std::size_t shared = n * (std::min<std::size_t>(w, n) + 64);
+    if (loop > shared) check_pair_count(loop - shared, what);
+  }
   std::vector<std::pair<std::size_t, std::size_t>> idx;
   std::set<std::pair<std::size_t, std::size_t>> seen;
   auto add = [&](std::size_t i, std::size_t j) {
     if (seen.emplace(i, j).second) idx.emplace_back(i, j);
+    check_pair_count(idx.size(), what);
   };
   for (std::size_t i = 0; i + 1 < n; ++i) {
     for (std::size_t j = i + 1; j <= i + w && j < n; ++j) add(i, j);

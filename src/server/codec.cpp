@@ -1,17 +1,24 @@
 #include "server/codec.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <map>
 
+#include "superpoint_rt/errors.hpp"
 #include "util/npz.hpp"
 
 namespace superpoint_rt::server {
 
 std::string base64_encode(const void* data, std::size_t n) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const auto* p = static_cast<const std::uint8_t*>(data);
   std::string out;
   out.reserve((n + 2) / 3 * 4);
+  base64_append(out, data, n);
+  return out;
+}
+
+void base64_append(std::string& out, const void* data, std::size_t n) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* p = static_cast<const std::uint8_t*>(data);
   std::size_t i = 0;
   for (; i + 3 <= n; i += 3) {
     const std::uint32_t v = (std::uint32_t{p[i]} << 16) | (std::uint32_t{p[i + 1]} << 8) | p[i + 2];
@@ -28,7 +35,6 @@ std::string base64_encode(const void* data, std::size_t n) {
     out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
     out += '=';
   }
-  return out;
 }
 
 namespace {
@@ -67,6 +73,9 @@ std::vector<std::pair<std::string, std::string>> parse_query(std::string_view qu
     const std::string_view part = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     if (part.empty()) continue;
+    if (out.size() == kMaxQueryFields)
+      throw Error(ErrorKind::InvalidArgument,
+                  "the query has more than " + std::to_string(kMaxQueryFields) + " fields (max_query_fields)");
     const std::size_t eq = part.find('=');
     if (eq == std::string_view::npos)
       out.emplace_back(url_decode(part), std::string{});
@@ -81,70 +90,169 @@ double round_to(double v, int decimals) noexcept {
   return std::round(v * scale) / scale;
 }
 
-nlohmann::json features_to_json(const Features& f, double queue_ms) {
-  const std::size_t n = f.size();
-  nlohmann::json kps = nlohmann::json::array();
-  for (std::size_t i = 0; i < n; ++i)
-    kps.push_back({round_to(f.keypoints[2 * i], 3), round_to(f.keypoints[2 * i + 1], 3)});
-  nlohmann::json scores = nlohmann::json::array();
-  for (std::size_t i = 0; i < n; ++i) scores.push_back(round_to(f.scores[i], 6));
-  nlohmann::json j;
-  j["keypoints"] = std::move(kps);
-  j["scores"] = std::move(scores);
-  if (f.has_descriptors) {
-    std::vector<std::uint16_t> half(f.descriptors.size());
-    for (std::size_t i = 0; i < half.size(); ++i) half[i] = util::float_to_half(f.descriptors[i]);
-    // x86-64 is little-endian, so the in-memory halves are the wire format (numpy "<f2").
-    j["descriptors"] = {{"dtype", "float16"},
-                        {"shape", {n, f.descriptor_dim}},
-                        {"data", base64_encode(half.data(), half.size() * sizeof(std::uint16_t))}};
-  } else {
-    j["descriptors"] = nullptr;
+namespace {
+
+// A number as nlohmann::json's dump() writes a double: the shortest text that reads back as the same double, with
+// ".0" after a whole number, and null for a value JSON cannot hold.
+void append_number(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
   }
-  j["image_size"] = {f.image_size[0], f.image_size[1]};
-  j["scale"] = {f.scale[0], f.scale[1]};
-  j["timing_ms"] = {{"queue", round_to(queue_ms, 3)},
-                    {"decode", round_to(f.timing_ms.decode, 3)},
-                    {"preprocess", round_to(f.timing_ms.preprocess, 3)},
-                    {"forward", round_to(f.timing_ms.forward, 3)},
-                    {"postprocess", round_to(f.timing_ms.postprocess, 3)}};
-  return j;
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  const std::string_view t(buf, static_cast<std::size_t>(r.ptr - buf));
+  out += t;
+  if (t.find_first_of(".e") == std::string_view::npos) out += ".0";
 }
 
-nlohmann::json matches_to_json(const Matches& m, const MatchOptions& options, const std::string& conf,
-                               double match_ms) {
-  nlohmann::json pairs = nlohmann::json::array(), scores = nlohmann::json::array();
+void append_integer(std::string& out, std::int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// The most characters append_number writes ("-2.2250738585072014e-308"), and a separator.
+constexpr std::size_t kNumberChars = 25 + 1;
+
+// Descriptors are converted to halves in blocks of a multiple of 3 bytes, so that their base64 texts join into the
+// base64 of the whole array.
+constexpr std::size_t kHalfBlock = 3 * 512;
+
+}  // namespace
+
+std::size_t features_json_bound(std::int64_t keypoints, int descriptor_dim) {
+  const auto k = static_cast<std::size_t>(std::max<std::int64_t>(keypoints, 0));
+  std::size_t bytes = 1024 + k * (3 * kNumberChars + 4);  // "[x,y]," and "s,"
+  if (descriptor_dim > 0) bytes += (2 * static_cast<std::size_t>(descriptor_dim) * k + 2) / 3 * 4 + 128;
+  return bytes;
+}
+
+void append_features_json(std::string& out, const Features& f, double queue_ms) {
+  const std::size_t n = f.size();
+  out += "{\"keypoints\":[";
+  for (std::size_t i = 0; i < n; ++i) {
+    out += i ? ",[" : "[";
+    append_number(out, round_to(f.keypoints[2 * i], 3));
+    out += ',';
+    append_number(out, round_to(f.keypoints[2 * i + 1], 3));
+    out += ']';
+  }
+  out += "],\"scores\":[";
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i) out += ',';
+    append_number(out, round_to(f.scores[i], 6));
+  }
+  out += "],\"descriptors\":";
+  if (f.has_descriptors) {
+    out += "{\"dtype\":\"float16\",\"shape\":[";
+    append_integer(out, static_cast<std::int64_t>(n));
+    out += ',';
+    append_integer(out, f.descriptor_dim);
+    out += "],\"data\":\"";
+    // x86-64 is little-endian, so the in-memory halves are the wire format (numpy "<f2").
+    std::uint16_t half[kHalfBlock];
+    for (std::size_t i = 0; i < f.descriptors.size(); i += kHalfBlock) {
+      const std::size_t m = std::min(kHalfBlock, f.descriptors.size() - i);
+      for (std::size_t j = 0; j < m; ++j) half[j] = util::float_to_half(f.descriptors[i + j]);
+      base64_append(out, half, m * sizeof(std::uint16_t));
+    }
+    out += "\"}";
+  } else {
+    out += "null";
+  }
+  out += ",\"image_size\":[";
+  append_integer(out, f.image_size[0]);
+  out += ',';
+  append_integer(out, f.image_size[1]);
+  out += "],\"scale\":[";
+  append_number(out, f.scale[0]);
+  out += ',';
+  append_number(out, f.scale[1]);
+  out += "],\"timing_ms\":{";
+  const std::pair<const char*, double> timing[] = {{"queue", queue_ms},
+                                                   {"decode", f.timing_ms.decode},
+                                                   {"preprocess", f.timing_ms.preprocess},
+                                                   {"forward", f.timing_ms.forward},
+                                                   {"postprocess", f.timing_ms.postprocess}};
+  for (const auto& [name, ms] : timing) {
+    if (name != timing[0].first) out += ',';
+    out += '"';
+    out += name;
+    out += "\":";
+    append_number(out, round_to(ms, 3));
+  }
+  out += "}}";
+}
+
+std::size_t matches_json_bound(std::int64_t rows) {
+  const auto r = static_cast<std::size_t>(std::max<std::int64_t>(rows, 0));
+  return 512 + r * (2 * 11 + 4 + kNumberChars);  // "[i,j]," and "s,"
+}
+
+void append_matches_json(std::string& out, const Matches& m, const MatchOptions& options, const std::string& conf,
+                         double match_ms) {
+  out += "\"matches\":[";
+  bool first = true;
   for (std::size_t i = 0; i < m.matches0.size(); ++i) {
     if (m.matches0[i] < 0) continue;
-    pairs.push_back({i, m.matches0[i]});
-    scores.push_back(round_to(m.scores0[i], 6));
+    out += first ? "[" : ",[";
+    first = false;
+    append_integer(out, static_cast<std::int64_t>(i));
+    out += ',';
+    append_integer(out, m.matches0[i]);
+    out += ']';
   }
-  nlohmann::json j;
-  j["matches"] = std::move(pairs);
-  j["scores"] = std::move(scores);
-  j["match"] = {{"conf", conf},
-                {"ratio", options.ratio_threshold},
-                {"distance", options.distance_threshold},
-                {"mutual", options.mutual_check}};
-  j["timing_ms"] = {{"match", round_to(match_ms, 3)}};
-  return j;
+  out += "],\"scores\":[";
+  first = true;
+  for (std::size_t i = 0; i < m.matches0.size(); ++i) {
+    if (m.matches0[i] < 0) continue;
+    if (!first) out += ',';
+    first = false;
+    append_number(out, round_to(m.scores0[i], 6));
+  }
+  out += "],\"match\":";
+  out += nlohmann::json{{"conf", conf},
+                        {"ratio", options.ratio_threshold},
+                        {"distance", options.distance_threshold},
+                        {"mutual", options.mutual_check}}
+             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out += ",\"timing_ms\":{\"match\":";
+  append_number(out, round_to(match_ms, 3));
+  out += '}';
 }
 
-std::vector<std::uint8_t> features_to_npz(const Features& f) {
-  using util::NpyArray;
+std::size_t features_npz_bound(std::int64_t keypoints, int descriptor_dim) {
+  const auto k = static_cast<std::size_t>(std::max<std::int64_t>(keypoints, 0));
+  return 5 * util::NpzWriter::kMemberOverhead + 22 + 16 + 8 +
+         k * (8 + 4 + 2 * static_cast<std::size_t>(descriptor_dim));
+}
+
+void write_features_npz(std::string& out, const Features& f) {
   const auto n = static_cast<std::int64_t>(f.size());
-  std::map<std::string, NpyArray> arrays;
-  arrays["keypoints"] = NpyArray::from_float(f.keypoints, {n, 2});
-  arrays["scores"] = NpyArray::from_float(f.scores, {n});
-  if (f.has_descriptors) {
-    std::vector<std::uint16_t> half(f.descriptors.size());
-    for (std::size_t i = 0; i < half.size(); ++i) half[i] = util::float_to_half(f.descriptors[i]);
-    arrays["descriptors"] =
-        NpyArray::from_bytes("f2", half.data(), half.size() * sizeof(std::uint16_t), {n, f.descriptor_dim});
-  }
-  arrays["image_size"] = NpyArray::from_int64({f.image_size[0], f.image_size[1]}, {2});
-  arrays["scale"] = NpyArray::from_float({f.scale[0], f.scale[1]}, {2});
-  return util::npz_bytes(arrays);
+  out.reserve(features_npz_bound(n, f.has_descriptors ? f.descriptor_dim : 0));
+  util::NpzWriter w(out);
+  const auto copy = [](const std::vector<float>& v) {
+    return [p = &v](std::uint8_t* dst) {
+      if (!p->empty()) std::memcpy(dst, p->data(), p->size() * sizeof(float));
+    };
+  };
+  // The members in np.savez's (sorted) order, as npz_bytes writes them.
+  if (f.has_descriptors)
+    w.add("descriptors", "f2", {n, f.descriptor_dim}, f.descriptors.size() * sizeof(std::uint16_t),
+          [&f](std::uint8_t* dst) {
+            for (std::size_t i = 0; i < f.descriptors.size(); ++i) {
+              const std::uint16_t h = util::float_to_half(f.descriptors[i]);
+              std::memcpy(dst + 2 * i, &h, 2);  // little-endian, as numpy's "<f2"
+            }
+          });
+  const std::int64_t size[2] = {f.image_size[0], f.image_size[1]};
+  w.add("image_size", "i8", {2}, sizeof size, [&size](std::uint8_t* dst) { std::memcpy(dst, size, sizeof size); });
+  w.add("keypoints", "f4", {n, 2}, f.keypoints.size() * sizeof(float), copy(f.keypoints));
+  const float scale[2] = {f.scale[0], f.scale[1]};
+  w.add("scale", "f4", {2}, sizeof scale, [&scale](std::uint8_t* dst) { std::memcpy(dst, scale, sizeof scale); });
+  w.add("scores", "f4", {n}, f.scores.size() * sizeof(float), copy(f.scores));
+  w.finish();
 }
 
 nlohmann::json precisions_json(const std::vector<PrecisionReport>& reports) {

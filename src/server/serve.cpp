@@ -25,8 +25,8 @@ std::string usage() {
       "usage: superpoint-rt serve [--host 127.0.0.1] [--port 8000] [--weights DIR|REPO] [--revision R]\n"
       "         [--cache-dir DIR] [--local-files-only] [--threads N] [--warmup default|minimal|all|none]\n"
       "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]... [limits below]\n"
-      "Serves POST /v1/keypoints, POST /v1/keypoints/batch, GET /healthz, /readyz, /v1/info, /metrics,\n"
-      "/openapi.json (the API's OpenAPI 3 document).\n"
+      "Serves POST /v1/keypoints, POST /v1/keypoints/batch, POST /v1/match, GET /healthz, /readyz, /v1/info,\n"
+      "/metrics, /openapi.json (the API's OpenAPI 3 document).\n"
       "  --port 0               any free port; the bound address is printed on stdout\n"
       "  --threads N            compute threads of the network (0 = all cores)\n"
       "  --precision P          fp32 (default, bit-exact), bf16 or int8 (docs/BENCHMARKS.md: speed and fidelity)\n"
@@ -37,7 +37,8 @@ std::string usage() {
     if (head.size() < 25) head.resize(25, ' ');
     u += head + " " + l.meaning + (l.flag.empty() ? " (" + l.flag_value + ")" : "") + "\n";
   }
-  u += "SIGINT / SIGTERM: requests already received finish, new ones get 503, then the server exits 0.\n";
+  u += "SIGINT / SIGTERM: requests already received finish, new ones get 503, then the server exits 0 (after\n"
+       "--timeout-s + 30 s at most: requests still running then are cut and the exit status is 1).\n";
   return u;
 }
 
@@ -85,7 +86,7 @@ int serve_main(int argc, char** argv) {
     else if (a == "--max-batch-parts")
       cfg.max_batch_parts = args.int_value(a, 1, 100000, "1..100000");
     else if (a == "--connections")
-      cfg.connections = args.int_value(a, 1, 100000, "1..100000");
+      cfg.connections = args.int_value(a, 1, 1000000, "1..1000000");
     else if (a == "--timeout-s")
       cfg.timeout_s = positive_number(args, a);
     else if (a == "--memory-budget-mb")
@@ -141,9 +142,16 @@ int serve_main(int argc, char** argv) {
     std::cerr << "superpoint-rt serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
               << ": finishing requests in flight, refusing new ones" << std::endl;
   http.begin_drain();
-  // Requests in flight may wait up to --timeout-s for a worker and then run; allow that plus a margin.
+  // Requests in flight may wait up to --timeout-s for a worker and then run (a batch's later images and /v1/match's
+  // second image do not start after it, and matching gives up then); allow that plus a margin. Past it the process
+  // ends without them: a SIGTERM is answered in bounded time whatever is running (issue 32).
   const auto grace = std::chrono::milliseconds(static_cast<long long>(cfg.timeout_s * 1000) + 30000);
-  if (!http.wait_idle(grace)) std::cerr << "superpoint-rt serve: requests still running after the grace period\n";
+  if (!http.wait_idle(grace)) {
+    std::cerr << "superpoint-rt serve: requests still running after the grace period (--timeout-s + 30 s): exiting "
+                 "without them"
+              << std::endl;
+    std::_Exit(1);
+  }
   http.stop();
   loader.join();
   std::cerr << "superpoint-rt serve: stopped" << std::endl;

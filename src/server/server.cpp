@@ -1,15 +1,14 @@
 #include "server/server.hpp"
-#include "superpoint_rt/match.hpp"
-#include "superpoint_rt/params.hpp"
 
 #include <malloc.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <functional>
 #include <iomanip>
 #include <optional>
 #include <set>
@@ -18,10 +17,13 @@
 #include <utility>
 #include <vector>
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "match/matcher.hpp"
 #include "server/codec.hpp"
+#include "server/multipart.hpp"
+#include "superpoint_rt/match.hpp"
+#include "superpoint_rt/params.hpp"
 #include "util/text.hpp"
 
 namespace superpoint_rt::server {
@@ -72,14 +74,17 @@ std::string json_text(const json& body) {
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(json_text(body), "application/json");
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = json_text(body);
+  return r;
 }
 
-void send_error(httplib::Response& res, const HttpError& e) {
-  if (e.status == 503) res.set_header("Retry-After", "1");
-  send_json(res, e.status, error_json(e));
+HttpResponse error_response(const HttpError& e) {
+  HttpResponse r = json_response(e.status, error_json(e));
+  if (e.status == 503) r.fields.emplace_back("Retry-After", "1");
+  return r;
 }
 
 std::string lower(std::string s) {
@@ -119,19 +124,17 @@ std::string route_list() {
   return out;
 }
 
-// The methods cpp-httplib dispatches to handlers; it answers any other method (TRACE, CONNECT, or a token it does not
-// know) with a bare 400, which install_hooks() turns into 405 + Allow as RFC 9110 §15.5.6 asks.
-bool dispatched_method(const std::string& m) {
-  return m == "GET" || m == "HEAD" || m == "POST" || m == "PUT" || m == "DELETE" || m == "OPTIONS" || m == "PATCH";
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
-// An RFC 9110 method token (tchar+), so that a garbled request line stays a 400.
-bool method_token(const std::string& m) {
-  if (m.empty() || m.size() > 32) return false;
-  return std::all_of(m.begin(), m.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) ||
-           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-  });
+// Whether `route` answers `method` (HEAD wherever GET: the same answer without its body).
+bool allows(const Route& route, const std::string& method) {
+  const std::string_view allow = route.allow;
+  if (method == "GET" || method == "POST") return allow.find(method) != std::string_view::npos;
+  return method == "HEAD" && allow.find("HEAD") != std::string_view::npos;
 }
 
 // "30", "0.05", "1.5": a number as a person types it on the command line.
@@ -183,12 +186,11 @@ struct RequestOptions {
 
 // Query fields with SPEC's names, defaults and ranges (and, with `match`, the matcher's); anything else is refused
 // by name (nothing is ignored). A fixed frame (resize=WxH) over --max-frame-pixels is 413 here, before the body is
-// looked at.
-RequestOptions parse_request_options(const httplib::Request& req, std::int64_t max_frame_pixels, bool match = false) {
+// read.
+RequestOptions parse_request_options(std::string_view query, std::string_view accept, std::int64_t max_frame_pixels,
+                                     bool match) {
   RequestOptions o;
-  const std::size_t q = req.target.find('?');
-  const auto fields =
-      parse_query(q == std::string::npos ? std::string_view{} : std::string_view(req.target).substr(q + 1));
+  const auto fields = parse_query(query);  // more than kMaxQueryFields: 422
   std::set<std::string> seen;
   for (const auto& [name, value] : fields) {
     if (!seen.insert(name).second)
@@ -208,8 +210,7 @@ RequestOptions parse_request_options(const httplib::Request& req, std::int64_t m
           "unknown query parameter '" + util::printable(name) + "' (allowed: " + allowed_query(match) + ")"};
     }
   }
-  if (!seen.count("format") && req.get_header_value("Accept").find("application/x-npz") != std::string::npos)
-    o.npz = true;
+  if (!seen.count("format") && accept.find("application/x-npz") != std::string_view::npos) o.npz = true;
   o.match.validate();
   o.resolved = resolve(o.params);  // InvalidArgument: 422; an explicit resize over the network's limit: 413
   if (o.resolved.resize_mode == ResizeMode::Fixed)
@@ -217,51 +218,78 @@ RequestOptions parse_request_options(const httplib::Request& req, std::int64_t m
   return o;
 }
 
-// One encoded image of a request, viewing bytes owned by the httplib::Request.
+// One encoded image of a request, viewing bytes owned by the request's body.
 struct ImagePart {
   std::span<const std::uint8_t> bytes;
   std::string name;
 };
 
-std::span<const std::uint8_t> as_bytes(const std::string& s) {
+std::span<const std::uint8_t> as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
 }
 
-// Checks the body's content type; multipart bodies give their 'image' fields (in order), others the raw body.
-std::vector<ImagePart> image_parts(const httplib::Request& req, bool batch) {
-  const std::string type = media_type(req.get_header_value("Content-Type"));
+std::string field_list(const std::vector<MultipartPart>& fields) {
+  std::string out;
+  for (const MultipartPart& f : fields) {
+    if (!out.empty()) out += ", ";
+    out += '\'';
+    out += util::printable(f.name);
+    out += '\'';
+  }
+  return out;
+}
+
+// The image parts of /v1/keypoints (one) and /v1/keypoints/batch (any number): multipart bodies give their 'image'
+// fields (in order), others the raw body. The content type was checked with the header (check_content_type).
+std::vector<ImagePart> image_parts(const std::string& body, const std::vector<MultipartPart>* fields, bool batch) {
   std::vector<ImagePart> parts;
-  if (type == "multipart/form-data") {
-    // std::multimap keeps equal keys in insertion order, so repeated 'image' fields stay in request order.
-    const auto [first, last] = req.files.equal_range("image");
-    int i = 0;
-    for (auto it = first; it != last; ++it, ++i) {
-      std::string name = it->second.filename.empty() ? "image" : it->second.filename;
-      if (batch) name = "image[" + std::to_string(i) + "] (" + name + ")";
-      parts.push_back({as_bytes(it->second.content), std::move(name)});
-    }
-    if (parts.empty()) {
-      std::string fields;
-      for (const auto& [k, v] : req.files) fields += (fields.empty() ? "" : ", ") + ("'" + k + "'");
-      throw HttpError{400, "DecodeError",
-                      "the multipart body has no field 'image'" + (fields.empty() ? "" : " (fields: " + fields + ")")};
-    }
-    if (!batch && parts.size() > 1)
-      throw HttpError{400, "DecodeError",
-                      "the multipart body has " + std::to_string(parts.size()) +
-                          " 'image' fields; send several images to /v1/keypoints/batch"};
+  if (!fields) {
+    parts.push_back({as_bytes(body), "request body"});
     return parts;
   }
-  if (batch)
-    throw HttpError{415, "UnsupportedFormat",
-                    "/v1/keypoints/batch needs a multipart/form-data body with one 'image' field per image, not '" +
-                        (type.empty() ? std::string("no content type") : type) + "'"};
-  if (type == "application/x-www-form-urlencoded") throw HttpError{415, "UnsupportedFormat", kFormHint};
-  if (!type.empty() && type != "application/octet-stream" && type.rfind("image/", 0) != 0)
-    throw HttpError{415, "UnsupportedFormat",
-                    "unsupported content type '" + type +
-                        "' (allowed: image/*, application/octet-stream, multipart/form-data with a field 'image')"};
-  parts.push_back({as_bytes(req.body), "request body"});
+  int i = 0;
+  for (const MultipartPart& f : *fields) {
+    if (f.name != "image") continue;
+    std::string name = f.filename.empty() ? "image" : util::printable(f.filename);
+    if (batch) name = "image[" + std::to_string(i) + "] (" + name + ")";
+    parts.push_back({as_bytes(f.content), std::move(name)});
+    ++i;
+  }
+  if (parts.empty()) {
+    const std::string list = field_list(*fields);
+    throw HttpError{
+        400, "DecodeError",
+        "the multipart body has no field 'image'" + (list.empty() ? std::string() : " (fields: " + list + ")")};
+  }
+  if (!batch && parts.size() > 1)
+    throw HttpError{400, "DecodeError",
+                    "the multipart body has " + std::to_string(parts.size()) +
+                        " 'image' fields; send several images to /v1/keypoints/batch"};
+  return parts;
+}
+
+// The two images of /v1/match: the multipart fields 'image0' and 'image1', once each.
+std::vector<ImagePart> match_parts(const std::vector<MultipartPart>& fields) {
+  std::vector<ImagePart> parts;
+  for (const char* field : {"image0", "image1"}) {
+    const MultipartPart* found = nullptr;
+    int count = 0;
+    for (const MultipartPart& f : fields)
+      if (f.name == field) {
+        found = &f;
+        ++count;
+      }
+    if (count != 1) {
+      const std::string list = field_list(fields);
+      throw HttpError{400, "DecodeError",
+                      "the multipart body has " + std::to_string(count) + " fields '" + field +
+                          "' (exactly one each of 'image0' and 'image1'" +
+                          (list.empty() ? std::string(")") : "; fields: " + list + ")")};
+    }
+    parts.push_back(
+        {as_bytes(found->content),
+         std::string(field) + " (" + (found->filename.empty() ? field : util::printable(found->filename)) + ")"});
+  }
   return parts;
 }
 
@@ -280,32 +308,6 @@ void check_frame(const ImagePart& part, const ImageInfo& info, const ResolvedPar
       if (t.kind() == ErrorKind::TooLarge) throw HttpError{413, "TooLarge", std::string(e.what())};
     }
   }
-}
-
-// The two images of /v1/match: the multipart fields 'image0' and 'image1', once each.
-std::vector<ImagePart> match_parts(const httplib::Request& req) {
-  const std::string type = media_type(req.get_header_value("Content-Type"));
-  if (type != "multipart/form-data")
-    throw HttpError{415, "UnsupportedFormat",
-                    "/v1/match needs a multipart/form-data body with the fields 'image0' and 'image1', not '" +
-                        (type.empty() ? std::string("no content type") : type) + "'"};
-  std::vector<ImagePart> parts;
-  for (const char* field : {"image0", "image1"}) {
-    const auto [first, last] = req.files.equal_range(field);
-    const auto count = std::distance(first, last);
-    if (count != 1) {
-      std::string fields;
-      for (const auto& [k, v] : req.files) fields += (fields.empty() ? "" : ", ") + ("'" + k + "'");
-      throw HttpError{400, "DecodeError",
-                      "the multipart body has " + std::to_string(count) + " fields '" + field +
-                          "' (exactly one each of 'image0' and 'image1'" +
-                          (fields.empty() ? std::string(")") : "; fields: " + fields + ")")};
-    }
-    parts.push_back(
-        {as_bytes(first->second.content),
-         std::string(field) + " (" + (first->second.filename.empty() ? field : first->second.filename) + ")"});
-  }
-  return parts;
 }
 
 // Header checks before any pixel is decoded: empty, unknown magic or corrupt header (400: SPEC's undecodable image;
@@ -338,89 +340,225 @@ std::string max_body_mb(const ServerConfig& c) {
   return plain_number(static_cast<double>(c.max_body_bytes) / (1024.0 * 1024.0));
 }
 
-// Per connection thread: when the current request's headers arrived and whether it counts as in flight.
-struct RequestState {
-  Clock::time_point start{};
-  bool pending = false;  // in_flight was incremented for this request
-  bool admitted = true;  // its headers arrived before the drain began
-};
-thread_local RequestState t_request;
-
-}  // namespace
-
-// The bounded wait for a worker slot.
-class Admission {
- public:
-  Admission(int workers, int queue, Metrics& m) : workers_(workers), queue_(queue), metrics_(m) {}
-  enum class Result { Ok, Full, TimedOut };
-
-  Result acquire(Clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (running_ < workers_ && waiting_ == 0) {
-      ++running_;
-      return Result::Ok;
+// The Content-Type an image route reads (checked with the header, before the body): multipart/form-data (its
+// boundary included) for all three, or for /v1/keypoints a raw image body.
+void check_content_type(const Route& route, std::string_view content_type) {
+  const std::string type = media_type(std::string(content_type));
+  const std::string path = route.path;
+  if (type == "multipart/form-data") {
+    try {
+      (void)multipart_boundary(content_type);
+    } catch (const Error& e) {
+      throw from_error(e);
     }
-    if (waiting_ >= queue_) return Result::Full;
-    ++waiting_;
-    metrics_.queue_depth.store(waiting_);
-    const bool ok = cv_.wait_until(lock, deadline, [&] { return running_ < workers_; });
-    --waiting_;
-    metrics_.queue_depth.store(waiting_);
-    if (!ok) return Result::TimedOut;
-    ++running_;
-    return Result::Ok;
+    return;
   }
-  void release() {
+  const std::string shown = type.empty() ? std::string("no content type") : util::printable(type);
+  if (path == "/v1/keypoints/batch")
+    throw HttpError{
+        415, "UnsupportedFormat",
+        "/v1/keypoints/batch needs a multipart/form-data body with one 'image' field per image, not '" + shown + "'"};
+  if (path == "/v1/match")
+    throw HttpError{
+        415, "UnsupportedFormat",
+        "/v1/match needs a multipart/form-data body with the fields 'image0' and 'image1', not '" + shown + "'"};
+  if (type == "application/x-www-form-urlencoded") throw HttpError{415, "UnsupportedFormat", kFormHint};
+  if (!type.empty() && type != "application/octet-stream" && type.rfind("image/", 0) != 0)
+    throw HttpError{415, "UnsupportedFormat",
+                    "unsupported content type '" + shown +
+                        "' (allowed: image/*, application/octet-stream, multipart/form-data with a field 'image')"};
+}
+
+// Bytes in MiB for messages, to 0.1 MiB.
+std::string mib(std::int64_t bytes) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return o.str();
+}
+
+// The image requests that wait for a worker: `workers` threads run them, at most `queue` wait, and one that has not
+// started by its deadline expires (its request gets 504) as soon as the deadline passes.
+class WorkQueue {
+ public:
+  struct Job {
+    Clock::time_point deadline;
+    std::function<void()> run;     // on a worker thread
+    std::function<void()> expire;  // instead of run, when the deadline passed first
+  };
+
+  WorkQueue(int workers, int queue, Metrics& m) : workers_(workers), queue_(queue), metrics_(m) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+    reaper_ = std::thread([this] { reap(); });
+  }
+  ~WorkQueue() { stop(); }
+
+  /// False when `workers` jobs run and `queue` wait already.
+  bool submit(Job job) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      --running_;
+      if (stop_ || running_ + static_cast<int>(waiting_.size()) >= workers_ + queue_) return false;
+      waiting_.push_back(std::move(job));
+      metrics_.queue_depth.store(static_cast<int>(waiting_.size()));
     }
     cv_.notify_one();
+    reaper_cv_.notify_one();
+    return true;
+  }
+
+  /// Jobs still waiting are dropped (their requests' connections close); running ones finish first.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+      stop_ = true;
+      waiting_.clear();
+    }
+    cv_.notify_all();
+    reaper_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    reaper_.join();
   }
 
  private:
+  void work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !waiting_.empty(); });
+      if (stop_) return;
+      Job job = std::move(waiting_.front());
+      waiting_.pop_front();
+      metrics_.queue_depth.store(static_cast<int>(waiting_.size()));
+      const bool late = Clock::now() >= job.deadline;
+      if (!late) {
+        ++running_;
+        ++metrics_.busy_workers;
+      }
+      lock.unlock();
+      if (late)
+        job.expire();
+      else
+        job.run();
+      job = {};  // the request's state goes before the next job
+      lock.lock();
+      if (!late) {
+        --running_;
+        --metrics_.busy_workers;
+      }
+    }
+  }
+
+  void reap() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (stop_) return;
+      if (waiting_.empty()) {
+        reaper_cv_.wait(lock);
+        continue;
+      }
+      const auto first = std::min_element(waiting_.begin(), waiting_.end(), [](const Job& a, const Job& b) {
+                           return a.deadline < b.deadline;
+                         })->deadline;
+      if (Clock::now() < first) {
+        reaper_cv_.wait_until(lock, first);
+        continue;
+      }
+      std::vector<Job> expired;
+      for (auto it = waiting_.begin(); it != waiting_.end();) {
+        if (it->deadline <= Clock::now()) {
+          expired.push_back(std::move(*it));
+          it = waiting_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      metrics_.queue_depth.store(static_cast<int>(waiting_.size()));
+      lock.unlock();
+      for (Job& j : expired) j.expire();
+      expired.clear();
+      lock.lock();
+    }
+  }
+
   const int workers_, queue_;
   Metrics& metrics_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  int running_ = 0, waiting_ = 0;
+  std::condition_variable cv_, reaper_cv_;
+  std::deque<Job> waiting_;
+  int running_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+  std::thread reaper_;
 };
 
-// Holds a worker slot for a scope.
-class Slot {
- public:
-  Slot(Admission& a, Metrics& m) : a_(a), m_(m) { ++m_.busy_workers; }
-  ~Slot() {
-    --m_.busy_workers;
-    a_.release();
-  }
-  Slot(const Slot&) = delete;
-  Slot& operator=(const Slot&) = delete;
+enum class RouteKind { Keypoints, Batch, Match, Other };
 
- private:
-  Admission& a_;
-  Metrics& m_;
+RouteKind kind_of(const Route& r) {
+  const std::string_view p = r.path;
+  if (p == "/v1/keypoints") return RouteKind::Keypoints;
+  if (p == "/v1/keypoints/batch") return RouteKind::Batch;
+  if (p == "/v1/match") return RouteKind::Match;
+  return RouteKind::Other;
+}
+
+// What one image request holds from its header to its answer's last byte: its options and its memory claims (the
+// body's, taken as it arrives; its results' and its answer's, taken before anything is computed).
+struct RequestState {
+  RouteKind route = RouteKind::Other;
+  RequestOptions opt;
+  bool multipart = false;
+  std::vector<MemoryClaim> body;  // a chunked body's claims grow with it
+  std::int64_t body_bytes = 0;
+  MemoryClaim features;  // the Features of its images, until the answer is written
+  MemoryClaim answer;    // the answer's text, until its last byte is sent
 };
 
-// httplib keeps the listening socket protected; this subclass raises the accept backlog (Debian's build listens
-// with a backlog of 5, which makes bursts of new connections wait for SYN retransmits).
-class ListeningServer : public httplib::Server {
- public:
-  void raise_backlog(int backlog) {
-    const int fd = svr_sock_;
-    if (fd >= 0) ::listen(fd, backlog);
-  }
+// One image request between the I/O thread and its worker.
+struct Work {
+  HttpRequest req;
+  std::shared_ptr<RequestState> st;
+  Responder responder;
+  std::vector<MultipartPart> fields;  // views into req.body
+  std::vector<ImagePart> parts;
+  std::vector<std::optional<HttpError>> errors;  // the batch's images refused before they run
+  std::size_t answer_bytes = 0;                  // the answer's bound (the string is reserved at it)
 };
 
-struct HttpServer::Impl {
+}  // namespace
+
+struct HttpServer::Impl final : HttpRoutes {
   ServerConfig cfg;
   Metrics& metrics;
-  ListeningServer http;
-  Admission admission;
-  std::thread listener;
   std::atomic<bool> ready{false};
   std::atomic<bool> draining{false};
   std::atomic<std::int64_t> last_trim_ms{0};
+  SuperPoint model;  // written once before `ready` is set (release), read after it is seen (acquire)
+  ModelInfo model_info;
+  std::int64_t budget_bytes = 0;
+  WorkQueue work;
+  HttpTransport transport;  // declared last: stopped and destroyed first (its connections call the members above)
+
+  static TransportLimits limits_of(const ServerConfig& c) {
+    TransportLimits l;
+    l.max_request_line_bytes = c.max_request_line_bytes;
+    l.max_header_bytes = c.max_header_bytes;
+    l.max_body_bytes = static_cast<std::uint64_t>(c.max_body_bytes);
+    l.max_connections = c.connections;
+    l.io_threads = c.io_threads;
+    l.idle_timeout = std::chrono::seconds(c.idle_timeout_s);
+    l.header_timeout = std::chrono::seconds(c.header_timeout_s);
+    l.body_timeout = std::chrono::seconds(c.body_timeout_s);
+    l.read_timeout = std::chrono::seconds(c.read_timeout_s);
+    l.write_timeout = std::chrono::seconds(c.write_timeout_s);
+    l.linger = std::chrono::seconds(c.linger_s);
+    return l;
+  }
+
+  Impl(ServerConfig c, Metrics& m)
+      : cfg(std::move(c)),
+        metrics(m),
+        budget_bytes(memory_budget_bytes(cfg.memory_budget_mb)),
+        work(cfg.workers, cfg.queue, m),
+        transport(limits_of(cfg), *this) {}
 
   // Once the last request in flight is answered, the heap's free pages go back to the system (glibc's malloc_trim,
   // at most once a second). Requests of mixed sizes leave free holes in malloc's arenas (args.cpp caps them at 4)
@@ -433,37 +571,226 @@ struct HttpServer::Impl {
     if (now - last < 1000 || !last_trim_ms.compare_exchange_strong(last, now)) return;
     malloc_trim(0);
   }
-  SuperPoint model;  // written once before `ready` is set (release), read after it is seen (acquire)
-  ModelInfo model_info;
-
-  Impl(ServerConfig c, Metrics& m) : cfg(std::move(c)), metrics(m), admission(cfg.workers, cfg.queue, m) {}
-
-  // 503 while loading, and for requests that arrived after the drain began.
-  void check_available() const {
-    if (!t_request.admitted)
-      throw HttpError{503, "ShuttingDown", "the server is shutting down; retry on another replica"};
-    if (!ready.load(std::memory_order_acquire))
-      throw HttpError{503, "NotReady", "the model is still loading; retry when /readyz returns 200"};
-  }
 
   Clock::time_point deadline_of(Clock::time_point arrived) const {
     return arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cfg.timeout_s));
   }
 
-  Slot admit(Clock::time_point arrived) {
-    switch (admission.acquire(deadline_of(arrived))) {
-      case Admission::Result::Ok: return Slot(admission, metrics);
-      case Admission::Result::Full:
+  // ---- the transport's questions (I/O threads) ---------------------------------------------------------------
+
+  void on_begin() override { ++metrics.in_flight; }
+
+  void on_end(const std::string& path, int status, double seconds, bool begun) override {
+    if (status > 0) metrics.observe_request(Metrics::endpoint_label(path), status, seconds);
+    if (begun && --metrics.in_flight == 0) trim_when_idle();
+  }
+
+  HttpResponse refusal(int status, const std::string& type, const std::string& message) override {
+    return error_response({status, type, message});
+  }
+
+  std::optional<HttpResponse> on_header(HttpRequest& req) override {
+    try {
+      const Route* route = find_route(req.path);
+      if (route == nullptr)
+        throw HttpError{404, "NotFound",
+                        "no route " + util::printable(req.method) + " " + util::printable(req.path) +
+                            " (routes: " + route_list() + ")"};
+      if (!allows(*route, req.method)) {
+        HttpResponse r = error_response({405, "MethodNotAllowed",
+                                         "method " + util::printable(req.method) + " is not allowed on " + route->path +
+                                             " (allowed: " + route->allow + ")"});
+        r.fields.emplace_back("Allow", route->allow);
+        return r;
+      }
+      // Beast frames only chunked bodies; any other transfer coding would leave the body to be read as the next
+      // request (RFC 9112 §6.1: 501).
+      if (const std::string_view te = req.header("Transfer-Encoding"); !te.empty() && !iequals(te, "chunked"))
+        throw HttpError{501, "NotImplemented",
+                        "Transfer-Encoding '" + util::printable(te) +
+                            "' is not supported: send the body with Content-Length, or chunked"};
+      const RouteKind kind = kind_of(*route);
+      if (kind == RouteKind::Other) return get_route(*route);
+      // No request body is ever decompressed (issue 32: a 3 MB gzip body inflated to 3 GiB): a body in any
+      // Content-Encoding but identity is refused before it is read.
+      if (const std::string_view ce = req.header("Content-Encoding"); !ce.empty() && !iequals(ce, "identity"))
+        throw HttpError{415, "UnsupportedFormat",
+                        "Content-Encoding '" + util::printable(ce) +
+                            "': request bodies are never decompressed; send the image bytes as they are (images "
+                            "are compressed already)"};
+      if (draining.load())
+        throw HttpError{503, "ShuttingDown", "the server is shutting down; retry on another replica"};
+      if (!ready.load(std::memory_order_acquire))
+        throw HttpError{503, "NotReady", "the model is still loading; retry when /readyz returns 200"};
+      auto st = std::make_shared<RequestState>();
+      st->route = kind;
+      st->opt = parse_request_options(req.query, req.header("Accept"), cfg.max_frame_pixels, kind == RouteKind::Match);
+      if (st->opt.npz && kind != RouteKind::Keypoints)
+        throw HttpError{
+            422, "InvalidArgument",
+            std::string("format: npz is available on /v1/keypoints only; ") + route->path + " answers JSON"};
+      check_content_type(*route, req.header("Content-Type"));
+      st->multipart = media_type(std::string(req.header("Content-Type"))) == "multipart/form-data";
+      req.admit_body = [this, s = st.get()](std::uint64_t bytes) { return admit_body(*s, bytes); };
+      req.hold = std::move(st);
+      return std::nullopt;
+    } catch (...) {  // nothing may leave an I/O thread's handler
+      return answer_error(std::current_exception());
+    }
+  }
+
+  // A body grows to `bytes`: the difference is claimed from the budget now (503 when it does not fit).
+  bool admit_body(RequestState& st, std::uint64_t bytes) {
+    if (static_cast<std::int64_t>(bytes) <= st.body_bytes) return true;
+    try {
+      MemoryClaim c = model.claim_memory(static_cast<std::int64_t>(bytes) - st.body_bytes, "the request body");
+      if (!c.held()) return false;
+      st.body.push_back(std::move(c));
+      st.body_bytes = static_cast<std::int64_t>(bytes);
+      return true;
+    } catch (const Error&) {
+      return false;  // the model closed, or a body the budget can never hold: 503 either way
+    }
+  }
+
+  void on_request(HttpRequest&& req, Responder responder) override {
+    auto w = std::make_shared<Work>();
+    w->st = std::static_pointer_cast<RequestState>(req.hold);
+    w->req = std::move(req);
+    w->responder = std::move(responder);
+    const Clock::time_point arrived = w->req.complete;
+    try {
+      if (!w->st) throw HttpError{500, "Internal", "internal error: a request without its state"};
+      check(*w);
+      WorkQueue::Job job{deadline_of(arrived), [this, w] { execute(*w); },
+                         [this, w] {
+                           respond(*w, error_response({504, "Timeout",
+                                                       "the request waited longer than " + plain_number(cfg.timeout_s) +
+                                                           " s for a worker (--timeout-s)"}));
+                         }};
+      if (!work.submit(std::move(job)))
         throw HttpError{503, "Overloaded",
                         "all " + std::to_string(cfg.workers) + " workers are busy and " + std::to_string(cfg.queue) +
                             " requests are waiting (--queue); retry later"};
-      case Admission::Result::TimedOut:
-        throw HttpError{
-            504, "Timeout",
-            "the request waited longer than " + plain_number(cfg.timeout_s) + " s for a worker (--timeout-s)"};
+    } catch (...) {  // nothing may leave an I/O thread's handler
+      respond(*w, answer_error(std::current_exception()));
     }
-    throw HttpError{500, "Internal", "unreachable"};
   }
+
+  // ---- the checks of a complete request (I/O thread): its images' headers, then its memory --------------------
+
+  void check(Work& w) {
+    RequestState& st = *w.st;
+    if (st.multipart) {
+      try {
+        w.fields = parse_multipart(w.req.body, multipart_boundary(w.req.header("Content-Type")));
+      } catch (const Error& e) {
+        throw from_error(e);
+      }
+    }
+    const ResolvedParams& rp = st.opt.resolved;
+    const auto checked = [&](const ImagePart& part) {
+      try {
+        check_image(part, cfg.max_pixels, rp, cfg.max_frame_pixels);
+      } catch (const HttpError& e) {
+        metrics.observe_image_error(e.status);
+        throw;
+      }
+    };
+    if (st.route == RouteKind::Keypoints) {
+      w.parts = image_parts(w.req.body, st.multipart ? &w.fields : nullptr, false);
+      checked(w.parts[0]);
+      const MemoryEstimate e = estimate(w.parts[0], st.opt.params);
+      const std::int64_t answer =
+          static_cast<std::int64_t>(st.opt.npz ? features_npz_bound(e.max_keypoints, e.descriptor_dim)
+                                               : features_json_bound(e.max_keypoints, e.descriptor_dim));
+      claim(st, features_bytes(e), answer, e.host_bytes + e.workspace_bytes, w.parts[0].name);
+      return;
+    }
+    if (st.route == RouteKind::Batch) {
+      w.parts = image_parts(w.req.body, &w.fields, true);
+      // Counted before any part is probed or decoded: a batch holds one worker for all its images.
+      if (w.parts.size() > static_cast<std::size_t>(cfg.max_batch_parts))
+        throw HttpError{413, "TooLarge",
+                        "the batch has " + std::to_string(w.parts.size()) + " 'image' fields, over the limit of " +
+                            std::to_string(cfg.max_batch_parts) + " (--max-batch-parts)"};
+      w.errors.resize(w.parts.size());
+      std::int64_t answer = 64, features = 0, engine = 0;
+      for (std::size_t i = 0; i < w.parts.size(); ++i) {
+        // An error entry quotes the part's name (already made printable) up to twice, JSON-escaped (2x).
+        answer += kErrorEntryBytes + 4 * static_cast<std::int64_t>(w.parts[i].name.size());
+        try {
+          checked(w.parts[i]);
+          const MemoryEstimate e = estimate(w.parts[i], st.opt.params);
+          answer += static_cast<std::int64_t>(features_json_bound(e.max_keypoints, e.descriptor_dim));
+          features = std::max(features, features_bytes(e));  // one image's results at a time
+          engine = std::max(engine, e.host_bytes + e.workspace_bytes);
+        } catch (const HttpError& e) {
+          w.errors[i] = e;
+        }
+      }
+      claim(st, features, answer, engine, "the batch");
+      w.answer_bytes = static_cast<std::size_t>(answer);
+      return;
+    }
+    // /v1/match: both images' results and the whole answer before the first image runs; the matcher's memory once
+    // the keypoints are known (execute).
+    w.parts = match_parts(w.fields);
+    for (const ImagePart& part : w.parts) checked(part);
+    const MemoryEstimate e0 = estimate(w.parts[0], st.opt.params), e1 = estimate(w.parts[1], st.opt.params);
+    const std::int64_t answer = static_cast<std::int64_t>(features_json_bound(e0.max_keypoints, e0.descriptor_dim) +
+                                                          features_json_bound(e1.max_keypoints, e1.descriptor_dim) +
+                                                          matches_json_bound(e0.max_keypoints) + 64);
+    claim(st, features_bytes(e0) + features_bytes(e1), answer,
+          std::max(e0.host_bytes + e0.workspace_bytes, e1.host_bytes + e1.workspace_bytes), "the match");
+    w.answer_bytes = static_cast<std::size_t>(answer);
+  }
+
+  // An error entry of a batch answer, at most, besides the part's name its message quotes.
+  static constexpr std::int64_t kErrorEntryBytes = 4096;
+
+  // What the image's request would claim in the engine, from its header (nothing is decoded).
+  MemoryEstimate estimate(const ImagePart& part, const Params& params) {
+    try {
+      return model.estimate_memory(ImageInput::bytes(part.bytes, part.name), params);
+    } catch (const Error& e) {
+      metrics.observe_image_error(status_of(e.kind()));
+      throw from_error(e);
+    }
+  }
+
+  static std::int64_t features_bytes(const MemoryEstimate& e) {
+    return e.max_keypoints * features_bytes_per_keypoint(e.descriptor_dim);
+  }
+
+  // Claims what the request's results (`features`) and its answer (`answer`) may hold, beside its body, before
+  // anything is computed: 413 when that and the largest of its images' own claims in the engine (`engine`) could
+  // never fit the budget together, 503 when they do not fit now.
+  void claim(RequestState& st, std::int64_t features, std::int64_t answer, std::int64_t engine,
+             const std::string& what) {
+    const std::int64_t total = st.body_bytes + features + answer + engine;
+    if (total > budget_bytes)
+      throw HttpError{413, "TooLarge",
+                      what + " may need up to " + mib(total) + " (body " + mib(st.body_bytes) + ", results " +
+                          mib(features) + ", answer " + mib(answer) + ", decoding and the network " + mib(engine) +
+                          "; keypoints counted at their most, max_keypoints or every pixel of the frame), over the "
+                          "memory budget of " +
+                          mib(budget_bytes) + " (--memory-budget-mb): ask for fewer keypoints or a smaller frame"};
+    const auto take = [&](std::int64_t bytes, const char* part) {
+      MemoryClaim c = model.claim_memory(bytes, what + "'s " + part);
+      if (!c.held())
+        throw HttpError{503, "Overloaded",
+                        what + "'s " + part + " (" + mib(bytes) + ") does not fit the memory budget of " +
+                            mib(budget_bytes) +
+                            " now (--memory-budget-mb; requests in flight hold the rest); "
+                            "retry later"};
+      return c;
+    };
+    st.features = take(features, "results");
+    st.answer = take(answer, "answer");
+  }
+
+  // ---- the work (a worker thread) -----------------------------------------------------------------------------
 
   // Runs one checked image; errors become an HttpError.
   Features run_one(const ImagePart& part, const Params& params) {
@@ -479,141 +806,160 @@ struct HttpServer::Impl {
     }
   }
 
-  template <class F>
-  void guarded(httplib::Response& res, F&& body) {
+  static HttpResponse answer_error(std::exception_ptr ep) {
     try {
-      body();
+      std::rethrow_exception(ep);
     } catch (const HttpError& e) {
-      send_error(res, e);
+      return error_response(e);
+    } catch (const matching::detail::DeadlinePassed&) {
+      return error_response({504, "Timeout", "matching did not finish within --timeout-s of the request's arrival"});
     } catch (const Error& e) {
-      send_error(res, from_error(e));
+      return error_response(from_error(e));
     } catch (const std::bad_alloc&) {
-      send_error(res, {503, "OutOfMemory", "the server ran out of memory for this request; retry later"});
+      return error_response({503, "OutOfMemory", "the server ran out of memory for this request; retry later"});
     } catch (const std::exception& e) {
-      send_error(res, {500, "Internal", std::string("internal error: ") + e.what()});
+      return error_response({500, "Internal", std::string("internal error: ") + e.what()});
+    } catch (...) {
+      return error_response({500, "Internal", "internal error: unknown exception"});
     }
   }
 
-  void handle_keypoints(const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      const Clock::time_point arrived = Clock::now();
-      check_available();
-      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels);
-      const std::vector<ImagePart> parts = image_parts(req, false);
-      try {
-        check_image(parts[0], cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
-      } catch (const HttpError& e) {
-        metrics.observe_image_error(e.status);
-        throw;
-      }
-      Features f;
-      double queue_ms = 0;
-      {
-        Slot slot = admit(arrived);
-        queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
-        f = run_one(parts[0], opt.params);
-      }
-      res.status = 200;
-      if (opt.npz) {
-        const std::vector<std::uint8_t> npz = features_to_npz(f);
-        res.set_content(reinterpret_cast<const char*>(npz.data()), npz.size(), "application/x-npz");
-      } else {
-        res.set_content(json_text(features_to_json(f, queue_ms)), "application/json");
-      }
-    });
+  // Sends the answer; the request's body and its results' claim go first, its answer's claim with the last byte.
+  void respond(Work& w, HttpResponse&& r) {
+    std::string().swap(w.req.body);
+    w.fields.clear();
+    w.parts.clear();
+    if (w.st) {
+      w.st->body.clear();
+      w.st->features.reset();
+      r.hold = w.st;
+    }
+    w.responder.send(std::move(r));
   }
 
-  void handle_batch(const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      const Clock::time_point arrived = Clock::now();
-      check_available();
-      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels);
-      if (opt.npz)
-        throw HttpError{422, "InvalidArgument",
-                        "format: npz is available on /v1/keypoints only; /v1/keypoints/batch answers JSON"};
-      const std::vector<ImagePart> parts = image_parts(req, true);
-      // Counted before any part is probed or decoded: a batch holds one worker for all its images.
-      if (parts.size() > static_cast<std::size_t>(cfg.max_batch_parts))
-        throw HttpError{413, "TooLarge",
-                        "the batch has " + std::to_string(parts.size()) + " 'image' fields, over the limit of " +
-                            std::to_string(cfg.max_batch_parts) + " (--max-batch-parts)"};
-      std::vector<std::optional<HttpError>> errors(parts.size());
-      for (std::size_t i = 0; i < parts.size(); ++i) {
-        try {
-          check_image(parts[i], cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
-        } catch (const HttpError& e) {
-          metrics.observe_image_error(e.status);
-          errors[i] = e;
-        }
+  void execute(Work& w) {
+    HttpResponse r;
+    try {
+      r = run(w);
+    } catch (...) {
+      r = answer_error(std::current_exception());
+    }
+    respond(w, std::move(r));
+  }
+
+  HttpResponse run(Work& w) {
+    const RequestState& st = *w.st;
+    const Params& params = st.opt.params;
+    const Clock::time_point arrived = w.req.complete, deadline = deadline_of(arrived);
+    const double queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
+    HttpResponse r;
+    if (st.route == RouteKind::Keypoints) {
+      const Features f = run_one(w.parts[0], params);
+      const int dim = f.has_descriptors ? f.descriptor_dim : 0;
+      const auto n = static_cast<std::int64_t>(f.size());
+      if (st.opt.npz) {
+        r.content_type = "application/x-npz";
+        write_features_npz(r.body, f);
+      } else {
+        r.body.reserve(features_json_bound(n, dim));
+        append_features_json(r.body, f, queue_ms);
       }
-      json results = json::array();
-      {
-        Slot slot = admit(arrived);
-        const double queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
-        const Clock::time_point deadline = deadline_of(arrived);
-        for (std::size_t i = 0; i < parts.size(); ++i) {
-          // --timeout-s holds per image: one that would start after the deadline gets 504 instead (for the first,
-          // admit() already checked), so a batch ends within --timeout-s plus one image and the SIGTERM grace holds.
-          if (!errors[i] && i > 0 && Clock::now() >= deadline) {
-            errors[i] = HttpError{504, "Timeout",
-                                  parts[i].name + " did not start within " + plain_number(cfg.timeout_s) +
+      return r;
+    }
+    if (st.route == RouteKind::Batch) {
+      r.body.reserve(w.answer_bytes);  // untouched pages cost nothing: the text never moves
+      r.body += "{\"results\":[";
+      for (std::size_t i = 0; i < w.parts.size(); ++i) {
+        if (i) r.body += ',';
+        // --timeout-s holds per image: one that would start after the deadline gets 504 instead (for the first,
+        // the queue already checked), so a batch ends within --timeout-s plus one image and the SIGTERM grace holds.
+        if (!w.errors[i] && i > 0 && Clock::now() >= deadline) {
+          w.errors[i] = HttpError{504, "Timeout",
+                                  w.parts[i].name + " did not start within " + plain_number(cfg.timeout_s) +
                                       " s of the request's arrival (--timeout-s): the batch's earlier images took "
                                       "the time; send fewer or smaller images per batch"};
-            metrics.observe_image_error(504);
-          }
-          if (errors[i]) {
-            results.push_back(error_json(*errors[i]));
-            continue;
-          }
-          try {
-            results.push_back(features_to_json(run_one(parts[i], opt.params), queue_ms));
-          } catch (const HttpError& e) {
-            results.push_back(error_json(e));
-          }
+          metrics.observe_image_error(504);
+        }
+        if (w.errors[i]) {
+          r.body += json_text(error_json(*w.errors[i]));
+          continue;
+        }
+        try {
+          append_features_json(r.body, run_one(w.parts[i], params), queue_ms);
+        } catch (const HttpError& e) {
+          r.body += json_text(error_json(e));
         }
       }
-      send_json(res, 200, {{"results", std::move(results)}});
-    });
+      r.body += "]}";
+      return r;
+    }
+    // /v1/match: --timeout-s bounds the second image's start and the matching itself.
+    MatchOptions options = resolve(st.opt.match);
+    // One thread: the request runs on its worker, like a request's decode and post-processing; the server's
+    // --workers bound the cores that matching takes.
+    options.threads = 1;
+    const Features f0 = run_one(w.parts[0], params);
+    if (Clock::now() >= deadline)
+      throw HttpError{504, "Timeout",
+                      w.parts[1].name + " did not start within " + plain_number(cfg.timeout_s) +
+                          " s of the request's arrival (--timeout-s)"};
+    const Features f1 = run_one(w.parts[1], params);
+    const DescriptorsView a = DescriptorsView::of(f0), b = DescriptorsView::of(f1);
+    matching::detail::check_views(a, b);
+    const std::int64_t work_size =
+        static_cast<std::int64_t>(a.n) * static_cast<std::int64_t>(b.n) * static_cast<std::int64_t>(a.dim);
+    if (work_size > cfg.max_match_work)
+      throw HttpError{413, "TooLarge",
+                      "matching " + std::to_string(a.n) + " x " + std::to_string(b.n) + " keypoints of " +
+                          std::to_string(a.dim) + " values is " + std::to_string(work_size) +
+                          " multiply-adds, over the limit of " + std::to_string(cfg.max_match_work) +
+                          " (max_match_work): ask for fewer keypoints (max_keypoints)"};
+    // The matcher's memory, now that the keypoints are known.
+    const auto need = static_cast<std::int64_t>(matching::detail::Matcher::memory_bound(a.n, b.n, a.dim, 1));
+    if (need > budget_bytes)
+      throw HttpError{413, "TooLarge",
+                      "matching " + std::to_string(a.n) + " x " + std::to_string(b.n) + " keypoints needs up to " +
+                          mib(need) + ", over the memory budget of " + mib(budget_bytes) + " (--memory-budget-mb)"};
+    const MemoryClaim matcher = model.claim_memory(need, "matching");
+    if (!matcher.held())
+      throw HttpError{503, "Overloaded",
+                      "matching (" + mib(need) + ") does not fit the memory budget of " + mib(budget_bytes) +
+                          " now (--memory-budget-mb); retry later"};
+    const Clock::time_point t0 = Clock::now();
+    matching::detail::Matcher m(1);
+    m.set_deadline(deadline);
+    const Matches matches = m.match(a, b, options);
+    const double match_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    r.body.reserve(w.answer_bytes);
+    r.body += "{\"image0\":";
+    append_features_json(r.body, f0, queue_ms);
+    r.body += ",\"image1\":";
+    append_features_json(r.body, f1, queue_ms);
+    r.body += ',';
+    append_matches_json(r.body, matches, options, st.opt.match.conf, match_ms);
+    r.body += '}';
+    return r;
   }
 
-  void handle_match(const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] {
-      const Clock::time_point arrived = Clock::now();
-      check_available();
-      const RequestOptions opt = parse_request_options(req, cfg.max_frame_pixels, /*match=*/true);
-      if (opt.npz)
-        throw HttpError{422, "InvalidArgument",
-                        "format: npz is available on /v1/keypoints only; /v1/match answers JSON"};
-      const std::vector<ImagePart> parts = match_parts(req);
-      for (const ImagePart& part : parts) {
-        try {
-          check_image(part, cfg.max_pixels, opt.resolved, cfg.max_frame_pixels);
-        } catch (const HttpError& e) {
-          metrics.observe_image_error(e.status);
-          throw;
-        }
-      }
-      MatchOptions options = resolve(opt.match);
-      // One thread: the request runs on its worker slot, like a request's decode and post-processing; the server's
-      // --workers bound the cores that matching takes.
-      options.threads = 1;
-      Features f[2];
-      Matches m;
-      double queue_ms = 0, match_ms = 0;
-      {
-        Slot slot = admit(arrived);
-        queue_ms = std::chrono::duration<double, std::milli>(Clock::now() - arrived).count();
-        f[0] = run_one(parts[0], opt.params);
-        f[1] = run_one(parts[1], opt.params);
-        const Clock::time_point t0 = Clock::now();
-        m = match(f[0], f[1], options);
-        match_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      }
-      json body = matches_to_json(m, options, opt.match.conf, match_ms);
-      body["image0"] = features_to_json(f[0], queue_ms);
-      body["image1"] = features_to_json(f[1], queue_ms);
-      send_json(res, 200, body);
-    });
+  // ---- the GET routes (answered on the I/O thread, with the header) ------------------------------------------
+
+  HttpResponse get_route(const Route& route) {
+    const std::string_view p = route.path;
+    if (p == "/healthz") return json_response(200, {{"status", "ok"}});
+    if (p == "/readyz") {
+      if (draining.load()) return error_response({503, "ShuttingDown", "the server is shutting down"});
+      if (!ready.load(std::memory_order_acquire)) return error_response({503, "NotReady", "the model is loading"});
+      return json_response(200, {{"status", "ready"}});
+    }
+    if (p == "/v1/info") return json_response(200, info_json());
+    HttpResponse r;
+    if (p == "/metrics") {
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = metrics.render(cfg.workers, cfg.queue);
+      return r;
+    }
+    r.body = std::string(openapi_document());  // /openapi.json
+    return r;
   }
 
   json info_json() const {
@@ -685,144 +1031,13 @@ struct HttpServer::Impl {
     j["match"] = {{"params", mp}, {"confs", confs}};
     return j;
   }
-
-  void install_routes() {
-    http.Post("/v1/keypoints", [this](const httplib::Request& q, httplib::Response& r) { handle_keypoints(q, r); });
-    http.Post("/v1/keypoints/batch", [this](const httplib::Request& q, httplib::Response& r) { handle_batch(q, r); });
-    http.Post("/v1/match", [this](const httplib::Request& q, httplib::Response& r) { handle_match(q, r); });
-    http.Get("/healthz", [](const httplib::Request&, httplib::Response& r) { send_json(r, 200, {{"status", "ok"}}); });
-    http.Get("/readyz", [this](const httplib::Request&, httplib::Response& r) {
-      if (draining.load())
-        send_error(r, {503, "ShuttingDown", "the server is shutting down"});
-      else if (!ready.load(std::memory_order_acquire))
-        send_error(r, {503, "NotReady", "the model is loading"});
-      else
-        send_json(r, 200, {{"status", "ready"}});
-    });
-    http.Get("/v1/info", [this](const httplib::Request&, httplib::Response& r) { send_json(r, 200, info_json()); });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
-      r.status = 200;
-      r.set_content(metrics.render(cfg.workers, cfg.queue), "text/plain; version=0.0.4; charset=utf-8");
-    });
-    http.Get("/openapi.json", [](const httplib::Request&, httplib::Response& r) {
-      r.status = 200;
-      const std::string_view doc = openapi_document();
-      r.set_content(doc.data(), doc.size(), "application/json");
-    });
-    // 405 for the known paths with another method (unknown paths fall through to 404 in the error handler).
-    for (const Route& route : kRoutes) {
-      const std::string allow = route.allow;
-      auto handler = [](const httplib::Request& q, httplib::Response& r) { send_not_allowed(q, r); };
-      if (allow.find("GET") == std::string::npos) http.Get(route.path, handler);  // HEAD goes to the GET handlers
-      if (allow.find("POST") == std::string::npos) http.Post(route.path, handler);
-      http.Put(route.path, handler);
-      http.Patch(route.path, handler);
-      http.Delete(route.path, handler);
-      http.Options(route.path, handler);
-    }
-  }
-
-  // 405 + Allow on a known path, 404 elsewhere. With `close`, "Connection: close" tells the client not to reuse the
-  // connection: for a method httplib does not dispatch, the request body (and, when its parser did not know the
-  // method, the headers) stay unread. httplib 0.11 cannot close from a handler; the connection idles out.
-  static void send_not_allowed(const httplib::Request& q, httplib::Response& r, bool close = false) {
-    // httplib's request-line parser stops before setting `path` when it does not know the method; `target` is set.
-    const std::string path = q.path.empty() ? q.target.substr(0, q.target.find('?')) : q.path;
-    const Route* route = find_route(path);
-    if (close && q.get_header_value("Connection") != "close") r.set_header("Connection", "close");
-    if (route == nullptr) {
-      send_error(r, {404, "NotFound", "no route " + q.method + " " + path + " (routes: " + route_list() + ")"});
-      return;
-    }
-    r.set_header("Allow", route->allow);
-    send_error(r, {405, "MethodNotAllowed",
-                   "method " + q.method + " is not allowed on " + path + " (allowed: " + route->allow + ")"});
-  }
-
-  void install_hooks() {
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (t_request.pending) --metrics.in_flight;  // the previous request on this thread ended without a log call
-      t_request = {Clock::now(), true, !draining.load()};
-      ++metrics.in_flight;
-      if (!dispatched_method(req.method)) {  // TRACE, CONNECT, PRI: httplib would answer a bare 400
-        send_not_allowed(req, res, true);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      double seconds = -1;
-      if (t_request.pending) {
-        seconds = std::chrono::duration<double>(Clock::now() - t_request.start).count();
-        t_request.pending = false;
-        if (--metrics.in_flight == 0) trim_when_idle();
-      }
-      metrics.observe_request(Metrics::endpoint_label(req.path), res.status, seconds);
-    });
-    // Errors raised by httplib itself (unknown route, oversized or malformed body) get the same JSON shape.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                       httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      HttpError e{res.status, "HttpError", "HTTP error " + std::to_string(res.status)};
-      if (res.status == 400 && !dispatched_method(req.method) && method_token(req.method) &&
-          req.target.rfind('/', 0) == 0 && req.version.rfind("HTTP/1.", 0) == 0) {
-        // A method token httplib's request-line parser does not know ("FOO", "trace"): a well-formed request line
-        // that no route answers, so 405 as for TRACE (see the pre-routing handler), not "malformed". Its headers
-        // and body are unread: the connection closes after the answer.
-        send_not_allowed(req, res, true);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      if (res.status == 404) {
-        e.type = "NotFound";
-        e.message = "no route " + req.method + " " + req.path + " (routes: " + route_list() + ")";
-      } else if (res.status == 413) {
-        if (media_type(req.get_header_value("Content-Type")) == "application/x-www-form-urlencoded" &&
-            req.get_header_value<std::uint64_t>("Content-Length") <= static_cast<std::uint64_t>(cfg.max_body_bytes)) {
-          e = {415, "UnsupportedFormat", kFormHint};  // httplib caps form bodies at 8 KiB; the real issue is the type
-        } else {
-          e.type = "TooLarge";
-          e.message = "the request body is over the limit of " + std::to_string(cfg.max_body_bytes) +
-                      " bytes (--max-body-mb " + max_body_mb(cfg) + ")";
-        }
-      } else if (res.status == 414) {
-        e.type = "UriTooLong";
-        e.message = "the request line is over the limit of " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
-                    " bytes (max_header_line_bytes)";
-      } else if (res.status == 400) {
-        e.type = "BadRequest";
-        e.message =
-            "malformed HTTP request (request line, headers or multipart body; cpp-httplib also refuses a "
-            "multipart body of more than " +
-            std::to_string(CPPHTTPLIB_MULTIPART_FORM_DATA_FILE_MAX_COUNT) + " parts this way)";
-      }
-      send_error(res, e);
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        if (ep) std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      send_error(res, {500, "Internal", "internal error: " + what});
-    });
-  }
 };
 
-static_assert(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH == CPPHTTPLIB_HEADER_MAX_LENGTH,
-              "describe_limits() reports one max_header_line_bytes for both");
-
-int resolved_connections(const ServerConfig& c) {
-  return c.connections > 0 ? c.connections : c.workers + c.queue + 16;
-}
-
 std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
-  const std::string conn = c.connections > 0 ? std::to_string(c.connections) : "workers + queue + 16";
   return {
       {"max_body_bytes", c.max_body_bytes, "--max-body-mb", max_body_mb(c),
-       "request bodies over this many MiB get 413 without being read"},
+       "request bodies over this many MiB get 413 as soon as that many bytes arrived (Content-Length or chunked; "
+       "never decompressed)"},
       {"max_pixels", c.max_pixels, "--max-pixels", std::to_string(c.max_pixels),
        "an image of more pixels (width x height, from its header) gets 413 before any pixel is decoded"},
       {"max_frame_pixels", c.max_frame_pixels, "--max-frame-pixels", std::to_string(c.max_frame_pixels),
@@ -830,6 +1045,8 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        "buffer is made; default: the largest preset frame"},
       {"max_batch_parts", c.max_batch_parts, "--max-batch-parts", std::to_string(c.max_batch_parts),
        "a batch of more images gets 413 before any of them is decoded"},
+      {"max_match_work", c.max_match_work, "", std::to_string(c.max_match_work),
+       "/v1/match: keypoints0 x keypoints1 x descriptor values over this get 413 before matching"},
       // The decoders' own bounds (include/superpoint_rt/image.hpp, docs/LIMITS.md): fixed, answered with 413.
       {"max_jpeg_scans", kMaxJpegScans, "", std::to_string(kMaxJpegScans),
        "a progressive JPEG with more scans gets 413 (each scan is a pass over all its coefficients)"},
@@ -839,62 +1056,54 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        std::to_string(kDecodeWorkBytesPerInputByte), "more working memory allowed per input byte past the first MiB"},
       {"memory_budget_bytes", memory_budget_bytes(c.memory_budget_mb), "--memory-budget-mb",
        std::to_string(c.memory_budget_mb),
-       "MiB for network plans, pooled buffers and images in flight (0 = half the machine's memory); a request "
-       "that does not fit waits up to 30 s, then gets 503"},
+       "MiB for request bodies, network plans, pooled buffers, images, results and answers in flight (0 = half the "
+       "machine's memory); a request that could never fit gets 413, one that does not fit now 503"},
       {"workers", c.workers, "--workers", std::to_string(c.workers), "image requests processed at once"},
       {"queue", c.queue, "--queue", std::to_string(c.queue),
        "requests that may wait for a worker; more get 503 + Retry-After"},
       {"timeout_s", c.timeout_s, "--timeout-s", plain_number(c.timeout_s),
-       "an image not started this many seconds after its request arrived gets 504 (each image of a batch)"},
-      {"connections", resolved_connections(c), "--connections", conn,
-       "HTTP connection threads; more connections wait in the accept queue"},
+       "an image not started this many seconds after its request arrived gets 504 (each image of a batch, "
+       "/v1/match's second), and matching still running then gives up with 504"},
+      {"connections", c.connections, "--connections", std::to_string(c.connections),
+       "open connections (each costs its buffers, not a thread); more wait in the accept queue"},
+      {"io_threads", c.io_threads, "", std::to_string(c.io_threads), "threads serving every connection"},
+      {"max_request_line_bytes", static_cast<std::int64_t>(c.max_request_line_bytes), "",
+       std::to_string(c.max_request_line_bytes), "a longer request line gets 414"},
+      {"max_header_bytes", static_cast<std::int64_t>(c.max_header_bytes), "", std::to_string(c.max_header_bytes),
+       "the request line and header fields together; more get 431"},
+      {"max_query_fields", static_cast<std::int64_t>(kMaxQueryFields), "", std::to_string(kMaxQueryFields),
+       "a query of more fields gets 422"},
+      {"max_multipart_parts", static_cast<std::int64_t>(kMaxMultipartParts), "", std::to_string(kMaxMultipartParts),
+       "a multipart body of more parts gets 413"},
+      {"max_part_header_bytes", static_cast<std::int64_t>(kMaxPartHeaderBytes), "", std::to_string(kMaxPartHeaderBytes),
+       "a multipart part's header block over this gets 400"},
       {"idle_timeout_s", c.idle_timeout_s, "", std::to_string(c.idle_timeout_s),
-       "an idle keep-alive connection is closed after this many seconds"},
+       "a connection with no request for this many seconds is closed"},
+      {"header_timeout_s", c.header_timeout_s, "", std::to_string(c.header_timeout_s),
+       "a request line and headers not complete this many seconds after their first byte get 408"},
+      {"body_timeout_s", c.body_timeout_s, "", std::to_string(c.body_timeout_s),
+       "a body not complete this many seconds after its header gets 408"},
       {"read_timeout_s", c.read_timeout_s, "", std::to_string(c.read_timeout_s),
-       "a client that sends nothing for this many seconds in the middle of a request is dropped"},
-      // httplib checks the request line against CPPHTTPLIB_REQUEST_URI_MAX_LENGTH, the headers against
-      // CPPHTTPLIB_HEADER_MAX_LENGTH; static_assert below keeps "one number" true.
-      {"max_header_line_bytes", CPPHTTPLIB_HEADER_MAX_LENGTH, "", std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH),
-       "longest request line (longer: 414) or header line (longer: 400), cpp-httplib's build"},
+       "a client that sends nothing for this many seconds in the middle of a request gets 408"},
+      {"write_timeout_s", c.write_timeout_s, "", std::to_string(c.write_timeout_s),
+       "a client that reads none of its answer for this many seconds is dropped"},
+      {"linger_s", c.linger_s, "", std::to_string(c.linger_s),
+       "after a refusal, what the client still sends is read and dropped for up to this many seconds"},
   };
 }
 
-HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::move(config), metrics_)) {
-  Impl& s = *impl_;
-  s.cfg.connections = resolved_connections(s.cfg);
-  const auto threads = static_cast<std::size_t>(s.cfg.connections);
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.http.set_payload_max_length(static_cast<std::size_t>(s.cfg.max_body_bytes));
-  s.http.set_keep_alive_max_count(1000000);  // keep-alive connections stay open (load balancers, wrk)
-  s.http.set_keep_alive_timeout(s.cfg.idle_timeout_s);
-  s.http.set_read_timeout(s.cfg.read_timeout_s);
-  s.http.set_tcp_nodelay(true);  // responses are written in two sends (headers, body): no Nagle delay
-  s.install_routes();
-  s.install_hooks();
-}
+HttpServer::HttpServer(ServerConfig config) : impl_(std::make_unique<Impl>(std::move(config), metrics_)) {}
 
 HttpServer::~HttpServer() {
   stop();
 }
 
 int HttpServer::bind() {
-  Impl& s = *impl_;
-  int port = s.cfg.port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(s.cfg.host);
-  } else if (!s.http.bind_to_port(s.cfg.host, port)) {
-    port = -1;
-  }
-  if (port <= 0)
-    throw Error(ErrorKind::Io, "cannot listen on " + s.cfg.host + ":" + std::to_string(s.cfg.port) +
-                                   " (address in use, or not an address of this machine)");
-  s.http.raise_backlog(1024);
-  return port;
+  return impl_->transport.bind(impl_->cfg.host, impl_->cfg.port);
 }
 
 void HttpServer::start() {
-  Impl& s = *impl_;
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  impl_->transport.start();
 }
 
 void HttpServer::set_model(SuperPoint model) {
@@ -905,13 +1114,21 @@ void HttpServer::set_model(SuperPoint model) {
   metrics_.ready.store(true);
 }
 
+void HttpServer::set_ready_without_model() {
+  impl_->ready.store(true, std::memory_order_release);
+}
+
+std::string HttpServer::serve_bytes(std::string_view wire) {
+  return HttpTransport::serve_bytes(wire, Impl::limits_of(impl_->cfg), *impl_);
+}
+
 void HttpServer::begin_drain() {
   impl_->draining.store(true);
   metrics_.ready.store(false);
 }
 
 bool HttpServer::wait_idle(std::chrono::milliseconds limit) {
-  // Polling keeps the logger (which decrements in_flight on connection threads) free of any lock.
+  // Polling keeps the accounting (which decrements in_flight on I/O threads) free of any lock.
   const auto deadline = Clock::now() + limit;
   while (metrics_.in_flight.load() > 0) {
     if (Clock::now() >= deadline) return false;
@@ -922,10 +1139,8 @@ bool HttpServer::wait_idle(std::chrono::milliseconds limit) {
 
 void HttpServer::stop() {
   Impl& s = *impl_;
-  if (s.listener.joinable()) {
-    s.http.stop();
-    s.listener.join();
-  }
+  s.transport.stop();
+  s.work.stop();
   if (s.ready.load()) s.model.close();
 }
 

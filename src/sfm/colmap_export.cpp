@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <unordered_set>
@@ -48,9 +49,48 @@ void check_options(const ColmapOptions& o) {
     throw Error(ErrorKind::NotFound, "colmap: the image folder " + o.images + " does not exist");
 }
 
-/// COLMAP's size of an image file: the stored width and height (its reader does not apply the EXIF orientation).
+/// Bytes of an image file read for its header at first; a file whose header lies further (a TIFF's IFD may be at its
+/// end) is read whole, up to kMaxImageFileBytes.
+constexpr std::size_t kImageHeadBytes = std::size_t{16} << 20;
+constexpr std::uint64_t kMaxImageFileBytes = std::uint64_t{1} << 30;
+
+/// The image file of `name` in `folder`: a name that leaves the folder (absolute, or with a ".." component) is refused
+/// (issue 32: `../../dev/zero` in a feature file was read until bad_alloc), and so is anything but a regular file.
+std::string image_path(const std::string& folder, const std::string& name) {
+  const fs::path n(name);
+  bool up = n.is_absolute() || n.has_root_path() || name.find('\0') != std::string::npos;
+  for (const fs::path& part : n) up = up || part == "..";
+  if (up)
+    invalid("colmap: the image name '" + name + "' leaves the image folder " + folder +
+            " (an absolute path or a '..' component)");
+  const std::string path = (fs::path(folder) / n).string();
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) throw Error(ErrorKind::NotFound, "colmap: no image file " + path);
+  if (st.type() != fs::file_type::regular)
+    invalid("colmap: the image " + path + " is not a regular file (a folder, a device or a pipe)");
+  return path;
+}
+
+/// COLMAP's size of an image file: the stored width and height (its reader does not apply the EXIF orientation),
+/// from its header: the first kImageHeadBytes of the file, or the whole file when its header lies further.
 std::pair<std::int64_t, std::int64_t> stored_size(const std::string& path) {
-  const ImageInfo info = probe_image(read_file(path), path);
+  std::vector<std::uint8_t> head(kImageHeadBytes);
+  std::size_t got = 0;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw Error(ErrorKind::Io, "colmap: cannot open " + path);
+    got = std::fread(head.data(), 1, head.size(), f);
+    std::fclose(f);
+  }
+  head.resize(got);
+  try {
+    const ImageInfo info = probe_image(head, path);
+    return {info.width, info.height};
+  } catch (const Error&) {
+    if (got < kImageHeadBytes) throw;  // the whole file was read
+  }
+  const ImageInfo info = probe_image(util::read_file(path, kMaxImageFileBytes), path);
   return {info.width, info.height};
 }
 
@@ -122,7 +162,7 @@ ColmapReport write_colmap_database(const ColmapOptions& o) {
       const std::int64_t id = static_cast<std::int64_t>(i) + 1;
       KeypointRecord kp = features.keypoints(name);
       if (!o.images.empty()) {
-        const auto [w, h] = stored_size((fs::path(o.images) / name).string());
+        const auto [w, h] = stored_size(image_path(o.images, name));
         if (w != kp.width || h != kp.height) {
           const std::string sizes = "image_size " + std::to_string(kp.width) + "x" + std::to_string(kp.height) +
                                     " in " + o.features + ", but the file is " + std::to_string(w) + "x" +

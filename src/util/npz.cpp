@@ -104,15 +104,6 @@ std::vector<Out> convert(const NpyArray& a) {
   return out;
 }
 
-void put16(std::vector<std::uint8_t>& b, std::uint32_t v) {
-  b.push_back(static_cast<std::uint8_t>(v));
-  b.push_back(static_cast<std::uint8_t>(v >> 8));
-}
-void put32(std::vector<std::uint8_t>& b, std::uint32_t v) {
-  put16(b, v & 0xFFFFu);
-  put16(b, v >> 16);
-}
-
 }  // namespace
 
 std::int64_t NpyArray::size() const {
@@ -150,83 +141,132 @@ NpyArray NpyArray::from_int64(const std::vector<std::int64_t>& v, std::vector<st
   return from_bytes("i8", v.data(), v.size() * sizeof(std::int64_t), std::move(shape));
 }
 
-std::vector<std::uint8_t> npy_bytes(const NpyArray& a) {
+namespace {
+
+// The .npy header (format 1.0) of an array: magic, version, length, the dict padded so the data starts on 64 bytes.
+std::string npy_header(const std::string& dtype, const std::vector<std::int64_t>& dims) {
   std::string shape = "(";
-  for (std::size_t i = 0; i < a.shape.size(); ++i) {
-    shape += std::to_string(a.shape[i]);
-    if (a.shape.size() == 1 || i + 1 < a.shape.size()) shape += ",";
-    if (i + 1 < a.shape.size()) shape += " ";
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    shape += std::to_string(dims[i]);
+    if (dims.size() == 1 || i + 1 < dims.size()) shape += ",";
+    if (i + 1 < dims.size()) shape += " ";
   }
   shape += ")";
-  const char order = item_size(a.dtype) == 1 ? '|' : '<';
+  const char order = item_size(dtype) == 1 ? '|' : '<';
   std::string header =
-      "{'descr': '" + std::string(1, order) + a.dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
+      "{'descr': '" + std::string(1, order) + dtype + "', 'fortran_order': False, 'shape': " + shape + ", }";
   const std::size_t pre = 10;  // magic(6) + version(2) + header length(2)
   std::size_t total = pre + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  put16(out, static_cast<std::uint32_t>(header.size()));
-  out.insert(out.end(), header.begin(), header.end());
+  std::string out = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.push_back(static_cast<char>(header.size() & 0xFF));
+  out.push_back(static_cast<char>(header.size() >> 8));
+  return out + header;
+}
+
+void put16(std::string& b, std::uint32_t v) {
+  b.push_back(static_cast<char>(v & 0xFF));
+  b.push_back(static_cast<char>((v >> 8) & 0xFF));
+}
+void put32(std::string& b, std::uint32_t v) {
+  put16(b, v & 0xFFFFu);
+  put16(b, v >> 16);
+}
+void set32(std::string& b, std::size_t at, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + static_cast<std::size_t>(i)] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> npy_bytes(const NpyArray& a) {
+  const std::string header = npy_header(a.dtype, a.shape);
+  std::vector<std::uint8_t> out(header.begin(), header.end());
   out.insert(out.end(), a.data.begin(), a.data.end());
   return out;
 }
 
-std::vector<std::uint8_t> npz_bytes(const std::map<std::string, NpyArray>& arrays) {
-  std::vector<std::uint8_t> out, central;
-  std::uint16_t count = 0;
-  for (const auto& [name, arr] : arrays) {
-    const std::string fname = name + ".npy";
-    const std::vector<std::uint8_t> body = npy_bytes(arr);
-    const auto crc = static_cast<std::uint32_t>(crc32(0L, body.data(), static_cast<uInt>(body.size())));
-    const auto offset = static_cast<std::uint32_t>(out.size());
-    const auto sz = static_cast<std::uint32_t>(body.size());
-    // local file header (stored, no compression)
-    put32(out, 0x04034b50u);
-    put16(out, 20);
-    put16(out, 0);
-    put16(out, 0);
-    put16(out, 0);
-    put16(out, 0x21);
-    put32(out, crc);
-    put32(out, sz);
-    put32(out, sz);
-    put16(out, static_cast<std::uint32_t>(fname.size()));
-    put16(out, 0);
-    out.insert(out.end(), fname.begin(), fname.end());
-    out.insert(out.end(), body.begin(), body.end());
-    // central directory entry
-    put32(central, 0x02014b50u);
-    put16(central, 20);
-    put16(central, 20);
-    put16(central, 0);
-    put16(central, 0);
-    put16(central, 0);
-    put16(central, 0x21);
-    put32(central, crc);
-    put32(central, sz);
-    put32(central, sz);
-    put16(central, static_cast<std::uint32_t>(fname.size()));
-    put16(central, 0);
-    put16(central, 0);
-    put16(central, 0);
-    put16(central, 0);
-    put32(central, 0);
-    put32(central, offset);
-    central.insert(central.end(), fname.begin(), fname.end());
-    ++count;
+std::size_t NpzWriter::begin(const std::string& name, const std::string& dtype, const std::vector<std::int64_t>& shape,
+                             std::size_t bytes) {
+  const std::string fname = name + ".npy";
+  const std::string npy = npy_header(dtype, shape);
+  if (out_.size() + 30 + fname.size() + npy.size() + bytes > std::numeric_limits<std::uint32_t>::max())
+    throw Error(ErrorKind::TooLarge, "npz: member " + fname + " of " + std::to_string(bytes) +
+                                         " bytes ends past 4 GiB (the writer has no zip64)");
+  header_ = out_.size();
+  // local file header (stored, no compression); the CRC is set by end()
+  put32(out_, 0x04034b50u);
+  put16(out_, 20);
+  put16(out_, 0);
+  put16(out_, 0);
+  put16(out_, 0);
+  put16(out_, 0x21);
+  put32(out_, 0);
+  const auto sz = static_cast<std::uint32_t>(npy.size() + bytes);
+  put32(out_, sz);
+  put32(out_, sz);
+  put16(out_, static_cast<std::uint32_t>(fname.size()));
+  put16(out_, 0);
+  out_ += fname;
+  members_.push_back({fname, 0, sz, static_cast<std::uint32_t>(header_)});
+  npy_ = out_.size();
+  out_ += npy;
+  const std::size_t data = out_.size();
+  out_.resize(data + bytes);
+  return data;
+}
+
+void NpzWriter::end() {
+  Member& m = members_.back();
+  m.crc = static_cast<std::uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(out_.data() + npy_), static_cast<uInt>(out_.size() - npy_)));
+  set32(out_, header_ + 14, m.crc);
+}
+
+void NpzWriter::finish() {
+  const auto cd_offset = static_cast<std::uint32_t>(out_.size());
+  for (const Member& m : members_) {
+    put32(out_, 0x02014b50u);
+    put16(out_, 20);
+    put16(out_, 20);
+    put16(out_, 0);
+    put16(out_, 0);
+    put16(out_, 0);
+    put16(out_, 0x21);
+    put32(out_, m.crc);
+    put32(out_, m.size);
+    put32(out_, m.size);
+    put16(out_, static_cast<std::uint32_t>(m.fname.size()));
+    put16(out_, 0);
+    put16(out_, 0);
+    put16(out_, 0);
+    put16(out_, 0);
+    put32(out_, 0);
+    put32(out_, m.offset);
+    out_ += m.fname;
   }
-  const auto cd_offset = static_cast<std::uint32_t>(out.size());
-  out.insert(out.end(), central.begin(), central.end());
-  put32(out, 0x06054b50u);
-  put16(out, 0);
-  put16(out, 0);
-  put16(out, count);
-  put16(out, count);
-  put32(out, static_cast<std::uint32_t>(central.size()));
-  put32(out, cd_offset);
-  put16(out, 0);
-  return out;
+  const auto cd_size = static_cast<std::uint32_t>(out_.size() - cd_offset);
+  put32(out_, 0x06054b50u);
+  put16(out_, 0);
+  put16(out_, 0);
+  put16(out_, static_cast<std::uint32_t>(members_.size()));
+  put16(out_, static_cast<std::uint32_t>(members_.size()));
+  put32(out_, cd_size);
+  put32(out_, cd_offset);
+  put16(out_, 0);
+}
+
+std::vector<std::uint8_t> npz_bytes(const std::map<std::string, NpyArray>& arrays) {
+  std::string out;
+  NpzWriter w(out);
+  for (const auto& member : arrays) {
+    const NpyArray& arr = member.second;  // (not a structured binding: clang 14 cannot capture those)
+    w.add(member.first, arr.dtype, arr.shape, arr.data.size(), [&arr](std::uint8_t* dst) {
+      if (!arr.data.empty()) std::memcpy(dst, arr.data.data(), arr.data.size());
+    });
+  }
+  w.finish();
+  return {out.begin(), out.end()};
 }
 
 NpyArray parse_npy(const std::uint8_t* p, std::size_t n, const std::string& source) {

@@ -198,3 +198,47 @@ TEST(EngineMemory, ATinyFramesPlanDoesNotMakeLargeFramesLookTooLarge) {
   }
   EXPECT_LT(e.memory_budget().peak_committed(), 1024 * MiB);
 }
+
+// Issue 32: a request's claim counts the Features it returns at their most (every pixel of the score map inside the
+// border with max_keypoints = -1, else max_keypoints), so a dense request is refused from its header when the budget
+// cannot hold its results; SuperPoint::estimate_memory says what run() would claim, and claim_memory lets a caller
+// (the HTTP server) hold part of the budget for its own buffers.
+TEST(EngineMemory, ClaimsCountTheResultsAtTheirMost) {
+  SuperPoint model = SuperPoint::from_pretrained(options(256));
+  std::vector<std::uint8_t> px(8 * 8, 200);
+  const ImageInput tiny = ImageInput::pixels(ImageView::gray(px.data(), 8, 8));
+  Params dense;
+  dense.max_keypoints = -1;
+  dense.keypoint_threshold = 0;
+  dense.nms_radius = 0;
+  dense.resize = "512x512";
+  const MemoryEstimate e = model.estimate_memory(tiny, dense);
+  EXPECT_EQ(e.max_keypoints, 504 * 504);  // the border (4 pixels) removed on each side
+  EXPECT_EQ(e.descriptor_dim, 256);
+  EXPECT_EQ(e.budget_bytes, std::int64_t{256} << 20);
+  EXPECT_GE(e.host_bytes, e.max_keypoints * features_bytes_per_keypoint(256));  // 263 MB of results
+  // Over the budget from the header: refused before anything is decoded (it used to run and return 254,016
+  // keypoints, 263 MB, under a 256 MiB budget).
+  std::string msg;
+  EXPECT_EQ(kind_of([&] { model.run(tiny, dense); }, &msg), ErrorKind::Overloaded);
+  EXPECT_NE(msg.find("256 MiB"), std::string::npos) << msg;
+  // A cap on the keypoints caps the claim; no descriptors, no descriptor bytes.
+  Params capped = dense;
+  capped.max_keypoints = 100;
+  capped.return_descriptors = false;
+  const MemoryEstimate c = model.estimate_memory(tiny, capped);
+  EXPECT_EQ(c.max_keypoints, 100);
+  EXPECT_EQ(c.descriptor_dim, 0);
+  EXPECT_LT(c.host_bytes, e.host_bytes - 200 * std::int64_t{MiB});
+  EXPECT_EQ(model.run(tiny, capped).size(), 100u);
+  // The caller's claims share the budget: one that never fits is refused, one that does not fit now is empty, and
+  // a held one is given back when destroyed.
+  EXPECT_EQ(kind_of([&] { model.claim_memory(std::int64_t{300} << 20, "an answer"); }), ErrorKind::Overloaded);
+  {
+    MemoryClaim big = model.claim_memory(std::int64_t{150} << 20, "an answer");
+    ASSERT_TRUE(big.held());
+    EXPECT_EQ(big.bytes(), std::int64_t{150} << 20);
+    EXPECT_FALSE(model.claim_memory(std::int64_t{150} << 20, "another").held());
+  }
+  EXPECT_TRUE(model.claim_memory(std::int64_t{150} << 20, "another").held());
+}

@@ -222,3 +222,36 @@ TEST(H5Files, DamagedImagesAreAnIoErrorAndHdf5PrintsNothing) {
   error_of([&] { features({}); }, ErrorKind::Io);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
+
+// Issue 32: keypoints off their image are refused by name (plot-matches looped about 1e15 times drawing a keypoint at
+// (1e15, 20), and overflowed an int at (1e15, 1e15)); hloc's own range, float16's rounding of it included, reads.
+TEST(H5Files, KeypointsOffTheirImageAreRefused) {
+  const float on[3][2] = {{-0.5f, -0.5f}, {639.5f, 479.5f}, {320, 240}};
+  const float off[2][2] = {{10, 20}, {1e15f, 20}};
+  const auto bytes = file_image([&](hid_t f) {
+    dataset(f, "on/keypoints", H5T_NATIVE_FLOAT, {3, 2}, on);
+    dataset(f, "on/image_size", H5T_NATIVE_INT64, {2}, kSize);
+    dataset(f, "off/keypoints", H5T_NATIVE_FLOAT, {2, 2}, off);
+    dataset(f, "off/image_size", H5T_NATIVE_INT64, {2}, kSize);
+  });
+  const FeatureReader r = features(bytes);
+  EXPECT_EQ(r.keypoints("on").size(), 3u);
+  const std::string m = error_of([&] { r.keypoints("off"); }, ErrorKind::InvalidArgument);
+  EXPECT_NE(m.find("[off] keypoints: keypoint 1 at ("), std::string::npos) << m;
+  EXPECT_NE(m.find("lies outside its image_size 640x480"), std::string::npos) << m;
+}
+
+// Issue 32: a 3,736-byte feature file declared (1, 2^27) descriptors, every one of them HDF5's fill value, and
+// `match` took 10 GB on them. Declared values must be stored in the file: refused from the header, before any read.
+TEST(H5Files, DeclaredValuesThatAreNotStoredAreRefused) {
+  const auto bytes = file_image([&](hid_t f) {
+    dataset(f, "a/descriptors", H5T_NATIVE_FLOAT, {1, hsize_t{1} << 27}, nullptr, {1, 4096});
+    dataset(f, "b/descriptors", H5T_NATIVE_FLOAT, {4, 4}, nullptr);  // contiguous, never written
+  });
+  EXPECT_LT(bytes.size(), 64u << 10);
+  const FeatureReader r = features(bytes);
+  std::string m = error_of([&] { r.read("a"); }, ErrorKind::InvalidArgument);
+  EXPECT_NE(m.find("[a] descriptors: declares 536870912 bytes of values but stores 0"), std::string::npos) << m;
+  m = error_of([&] { r.shape("b"); }, ErrorKind::InvalidArgument);
+  EXPECT_NE(m.find("[b] descriptors: declares 64 bytes of values but stores 0"), std::string::npos) << m;
+}

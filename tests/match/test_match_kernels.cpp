@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -400,6 +401,33 @@ TEST(Matcher, FallsBackToExactOnMassiveTiesAndOnNan) {
   m.top2(va, vb, rows, cols, md::best_scan(), md::Screen::Bf16);
   EXPECT_TRUE(m.last_stats().fell_back);
   expect_same_matches(md::decide(rows, cols, o, true), md::match_reference(va, vb, o), "nan");
+}
+
+// Issue 32: a Matcher with a deadline (the HTTP server's --timeout-s) reads the clock between blocks of rows and
+// before its exact fallback, and gives up with DeadlinePassed once it has passed; without one, or before it, it
+// matches as ever.
+TEST(Matcher, GivesUpAtItsDeadline) {
+  using Clock = std::chrono::steady_clock;
+  const auto a = gaussian(700 * 64, 5), b = gaussian(600 * 64, 6);
+  const DescriptorsView va{a.data(), 700, 64, false}, vb{b.data(), 600, 64, false};
+  const MatchOptions o;
+  md::Matcher m(1);
+  m.set_deadline(Clock::now() - std::chrono::seconds(1));
+  EXPECT_THROW(m.match(va, vb, o), md::DeadlinePassed);
+  m.set_deadline(Clock::now() + std::chrono::hours(1));
+  expect_same_matches(m.match(va, vb, o), md::match_reference(va, vb, o), "deadline ahead");
+  m.set_deadline(std::nullopt);
+  expect_same_matches(m.match(va, vb, o), md::match_reference(va, vb, o), "no deadline");
+  // Massive ties in 4096 x 4096 x 64: the screen gives up and the exact pass (1.1e9 multiply-adds, seconds on one
+  // thread with the scalar kernels) is where the deadline meets it, a block (256 rows) or two later.
+  const std::size_t n = 4096;
+  const int dim = 64;
+  std::vector<float> same(n * dim, 1.0f / 16);
+  const DescriptorsView v{same.data(), n, dim, false};
+  const auto t0 = Clock::now();
+  m.set_deadline(t0 + std::chrono::milliseconds(100));
+  EXPECT_THROW(m.match(v, v, o), md::DeadlinePassed);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
 }
 
 TEST(Matcher, HlocSemantics) {

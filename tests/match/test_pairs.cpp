@@ -109,3 +109,52 @@ TEST(Pairs, NamesToPairIsHlocs) {
   EXPECT_EQ(sp::names_to_pair("db/a.jpg", "q/b/c.jpg"), "db-a.jpg/q-b-c.jpg");
   EXPECT_EQ(sp::names_to_pair("a.jpg", "b.jpg", "_"), "a.jpg_b.jpg");
 }
+
+namespace {
+
+// The message of the InvalidArgument Error `f` throws ("no error" when it returns).
+template <class F>
+std::string invalid_of(F&& f) {
+  try {
+    f();
+  } catch (const sp::Error& e) {
+    EXPECT_EQ(e.kind(), sp::ErrorKind::InvalidArgument) << e.what();
+    return e.what();
+  }
+  return "no error";
+}
+
+std::vector<std::string> numbered(std::size_t n) {
+  std::vector<std::string> names(n);
+  for (std::size_t i = 0; i < n; ++i) names[i] = std::to_string(i) + ".jpg";
+  return names;
+}
+
+}  // namespace
+
+// Issue 32: the generators stop at the limit of a pair list (kMaxPairs, as parse_pairs), before they store anything;
+// `pairs --exhaustive` on 20,000 names and `--sequential 1 --loop` ended in bad_alloc.
+TEST(Pairs, GeneratorsStopAtThePairListLimit) {
+  const auto names = numbered(20000);
+  std::string m = invalid_of([&] { sp::pairs_exhaustive(names); });
+  EXPECT_NE(m.find("exhaustive pairs of 20000 names gives 199990000 pairs, over the limit of 134217728"),
+            std::string::npos)
+      << m;
+  m = invalid_of([&] { sp::pairs_sequential(names, 1, false, 1); });
+  EXPECT_NE(m.find("sequential pairs of 20000 names (window 1, loop stride 1)"), std::string::npos) << m;
+  EXPECT_NE(m.find("over the limit of 134217728"), std::string::npos) << m;
+  // Lists under the limit are made as before.
+  EXPECT_EQ(sp::pairs_exhaustive(numbered(100)).size(), 4950u);
+  EXPECT_EQ(sp::pairs_sequential(numbered(100), 1, false, 10).size(), 99u + 45u - 0u);
+}
+
+// Issue 32: unique_pairs joined the names with '\0', so ("a\0b", "c") and ("a", "b\0c") were one pair.
+TEST(Pairs, UniquePairsKeysCannotCollide) {
+  const std::vector<sp::ImagePair> pairs = {{std::string("a\0b", 3), "c"},
+                                            {"a", std::string("b\0c", 3)},
+                                            {"c", std::string("a\0b", 3)}};  // the first, reversed: dropped
+  const auto unique = sp::unique_pairs(pairs);
+  ASSERT_EQ(unique.size(), 2u);
+  EXPECT_EQ(unique[0], pairs[0]);
+  EXPECT_EQ(unique[1], pairs[1]);
+}

@@ -311,3 +311,25 @@ def test_features_with_exif_orientation_applied_are_refused(tmp_path):
     assert r.returncode == 2 and "EXIF orientation" in r.stderr and "4032x3024" in r.stderr, r.stderr
     run(*colmap_args(s, db))  # without the folder: the features' sizes
     assert H.dump(db)["cameras"][0][2:4] == (3024, 4032)
+
+
+def test_image_names_leaving_the_folder_are_refused(tmp_path):
+    """Issue 32: a feature file's image name '../../dev/zero' made `colmap --images` read /dev/zero until bad_alloc.
+    Names that leave the image folder, and image files that are not regular files (a link to a device), are refused
+    by name; the header of a real image is read from the file's first bytes."""
+    images = link_images(tmp_path / "images", [SACRE[0]])
+    (images / "zero.jpg").symlink_to("/dev/zero")
+    empty = tmp_path / "pairs.txt"
+    empty.write_text("")
+    matches = tmp_path / "m.h5"
+    h5py.File(str(matches), "w").close()
+    db = tmp_path / "db.db"
+    for name, message in (("../../dev/zero", "leaves the image folder"), ("zero.jpg", "is not a regular file")):
+        feats = tmp_path / f"{name.replace('/', '_')}.h5"
+        with h5py.File(str(feats), "w") as g:
+            g.create_dataset(f"{name}/keypoints", data=np.zeros((1, 2), np.float16))
+            g.create_dataset(f"{name}/image_size", data=np.array([640, 480]))
+        s = {"features": feats, "matches": matches, "pairs": empty}
+        r = run(*colmap_args(s, db, "--images", images), ok=False)
+        assert r.returncode == 2 and message in r.stderr, r.stderr
+        assert not db.exists()

@@ -23,7 +23,9 @@
 #include "backend/onednn/calibration.hpp"
 #include "backend/onednn/conv1a_u8.hpp"
 #include "backend/onednn/gptq.hpp"
+#include "backend/onednn/kernel_table.hpp"
 #include "backend/onednn/stripes.hpp"
+#include "backend/onednn/wino_f32.hpp"
 #include "backend/onednn/wino_u8.hpp"
 #include "backend/workspace.hpp"
 #include "superpoint_rt/errors.hpp"
@@ -99,15 +101,6 @@ dt read_type(LayerType t) {
   return t == LayerType::Int8 ? dt::u8 : t == LayerType::Bf16 ? dt::bf16 : dt::f32;
 }
 
-bool isa_has_avx512_core() {
-  const auto isa = dnnl::get_effective_cpu_isa();
-  using I = dnnl::cpu_isa;
-  for (I i : {I::avx512_core, I::avx512_core_vnni, I::avx512_core_bf16, I::avx512_core_amx}) {
-    if (isa == i) return true;
-  }
-  return false;
-}
-
 // SUPERPOINT_RT_CONV_ALGO is either one algorithm for every layer ("winograd") or a per-layer list
 // ("conv1b=winograd,score_a=direct"; "*=direct" sets unlisted layers, otherwise they follow the rule). Returns the
 // value for `label` ("" = rule).
@@ -131,16 +124,14 @@ std::string layer_override(const char* env, const std::string& label) {
   return fallback;
 }
 
-// Whether the int8 plan's layer `label` is expected on our Winograd kernel (wino_u8.hpp; OneDnnExecutor::prepare_wino
-// has the full rule, which also needs the layer's neighbours in u8): every 3x3 layer after conv1a, with AVX-512 VNNI
-// and without AMX, unless `algo` (SUPERPOINT_RT_CONV_ALGO) keeps it or conv1b on oneDNN's kernels. Calibration skips
-// GPTQ for those (the kernel takes the f32 weights).
-bool winograd_expected(const std::string& label, const char* algo) {
-  const auto& f = util::cpu_features();
-  static const std::set<std::string> layers = {"conv1b", "conv2a", "conv2b",  "conv3a",      "conv3b",
-                                               "conv4a", "conv4b", "score_a", "descriptor_a"};
-  return f.avx512() && f.avx512_vnni && !f.amx && layers.count(label) > 0 &&
-         layer_override(algo, "conv1b") != "direct" && layer_override(algo, label) != "direct";
+// Whether the int8 layer `label` (convolution `c`) is expected on our u8 Winograd kernel (wino_u8.hpp;
+// OneDnnExecutor::plan_wino has the full rule, which also needs the layer's neighbours in u8): where the kernel table
+// chooses it, unless `algo` (SUPERPOINT_RT_CONV_ALGO) keeps conv1b, whose u8 channels-last output the others read, on
+// oneDNN's kernels. Calibration skips GPTQ for those (the kernel takes the f32 weights).
+bool winograd_expected(const std::string& label, const model::Conv& c, const char* algo) {
+  if (layer_override(algo, "conv1b") == "direct") return false;
+  const KernelLayer l{c.in_channels, c.out_channels, c.kernel, LayerType::Int8, false};
+  return choose_kernel(l, kernel_cpu(), layer_override(algo, label).c_str()).kernel == Kernel::WinoU8;
 }
 
 int resolve_threads(int threads) {
@@ -217,6 +208,22 @@ std::size_t piece_bytes(const RowLayout& l, dt type, std::int64_t rows, std::int
   return static_cast<std::size_t>(rows * width * l.block) * memory::data_type_size(type);
 }
 
+// The f32 activation `m` (1 x C x H x W in row layout `l`) as our kernels address it (wino_f32.hpp), at its data
+// handle now.
+detail::F32Act act_of(const memory& m, const RowLayout& l) {
+  const auto dims = m.get_desc().dims();
+  const auto rows = static_cast<std::size_t>(dims[2]), width = static_cast<std::size_t>(dims[3]);
+  const auto block = static_cast<std::size_t>(l.block);
+  return {static_cast<float*>(m.get_data_handle()), l.block, rows * width * block, width * block};
+}
+
+// The label's own static string (kLayerLabels, the pools), which a Step may keep.
+const char* static_label(const std::string& label) {
+  for (const char* l : kLayerLabels)
+    if (label == l) return l;
+  throw Error(ErrorKind::Internal, "no layer " + label);
+}
+
 // Weights in a primitive's layout, shared by every plan of a backend that wants the same layout for a layer: frame
 // sizes mostly change activations, not weight layouts, so a folder of photos of 10 sizes keeps one copy of the
 // weights (about 12 MB in fp32) instead of ten. Thread-safe; an entry lives while a plan uses it.
@@ -242,12 +249,32 @@ class WeightCache {
     entries_.push_back({label, wd, s_in, e});
     return e;
   }
+  // Our fp32 Winograd weights of `label` packed in panels of `oc_block` (wino_f32.hpp), made by `make` when no live
+  // plan has them.
+  std::shared_ptr<const detail::WinoF32> wino_f32(const std::string& label, int oc_block,
+                                                  const std::function<detail::WinoF32()>& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = wino_f32_.begin(); it != wino_f32_.end();) {
+      auto live = it->second.lock();
+      if (!live) {
+        it = wino_f32_.erase(it);
+        continue;
+      }
+      if (it->first == label && live->oc_block == oc_block) return live;
+      ++it;
+    }
+    auto e = std::make_shared<const detail::WinoF32>(make());
+    wino_f32_.emplace_back(label, e);
+    return e;
+  }
   // Bytes of the entries plans use now.
   std::size_t bytes() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::size_t total = 0;
     for (const auto& k : entries_)
       if (const auto live = k.entry.lock()) total += live->w.get_desc().get_size() + live->b.get_desc().get_size();
+    for (const auto& [label, entry] : wino_f32_)
+      if (const auto live = entry.lock()) total += live->bytes();
     return total;
   }
 
@@ -260,6 +287,7 @@ class WeightCache {
   };
   mutable std::mutex mu_;
   std::vector<Key> entries_;
+  std::vector<std::pair<std::string, std::weak_ptr<const detail::WinoF32>>> wino_f32_;
 };
 
 // A convolution's rows; its width keeps its size, zero padding kernel / 2 on both sides.
@@ -348,6 +376,7 @@ class OneDnnExecutor final : public Executor {
     std::string a_impl, b_impl;  // conv1a's (empty for int8: ours), conv1b's
     dnnl::algorithm a_alg = dnnl::algorithm::convolution_direct, b_alg = dnnl::algorithm::convolution_direct;
     std::size_t b_scratch = 0;  // conv1b's scratchpad
+    bool b_ours = false;        // conv1b (+ pool1) by our fp32 Winograd kernel (b_impl, b_out unused)
     memory::desc a_out, b_out, p1;
     RowLayout a_layout, b_layout, p_layout;
   };
@@ -462,6 +491,32 @@ class OneDnnExecutor final : public Executor {
     add_wino(seq, "conv1b", std::move(first_row), rows, h_, w_, in, p1, lane);
   }
   void describe(const std::string& label, const std::string& what);
+  // The kernel table's choice for layer `label` (convolution `c`) in this plan (kernel_table.hpp). conv1a in an int8
+  // plan writes conv1b's u8 input itself whatever SUPERPOINT_RT_CONV_ALGO says.
+  KernelChoice choice(const std::string& label, const model::Conv& c) const;
+  // A 3x3 layer after conv1a (+ its pool where pooled_after) by one of our Winograd kernels where the table chose it
+  // and its input `x` (hh x ww) is what the kernel reads (add_wino_layer: int8; add_wino_f32_layer: fp32); else an
+  // empty memory (the caller adds oneDNN's).
+  memory add_ours(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
+                  const std::string& label) {
+    if (memory y = add_wino_layer(seq, c, x, hh, ww, label)) return y;
+    return add_wino_f32_layer(seq, c, x, hh, ww, label);
+  }
+  // fp32: layer `label` by our Winograd kernel (wino_f32.hpp) reading `x` (hh x ww), f32 in a row layout; with its
+  // pool fused where pooled_after, except in the calibration pass, which records the unpooled output (a oneDNN pool
+  // follows there). Empty where prepare_wino_f32 refuses.
+  memory add_wino_f32_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
+                            const std::string& label);
+  // Prepares layer `label` on our fp32 kernel for an input in layout `in` (the shared packed weights, the vector
+  // kernel, the per-thread scratch); false where the table did not choose it or the kernel cannot read `in`.
+  bool prepare_wino_f32(const std::string& label, const model::Conv& c, const RowLayout& in);
+  bool wino_f32(const std::string& label) const { return wino_f32_.count(label) > 0; }
+  // The channel block of what prepared layer `label` writes (its vector kernel's width).
+  int wino_f32_block(const std::string& label) const { return wino_f32_variant_.at(label) == "avx512" ? 16 : 8; }
+  // conv1b + pool1 of a stripe by our fp32 kernel: the lane buffer `s1` (rows + 2 conv1a rows from frame row
+  // *first_row) into its rows of `p1`, on lane `lane`'s thread.
+  void add_wino_f32_stripe(std::vector<Step>& seq, std::shared_ptr<const int> first_row, int rows, const memory& s1,
+                           const memory& p1, int lane);
 
   int h_, w_, hc_, wc_, threads_;
   dnnl::engine eng_;
@@ -486,8 +541,7 @@ class OneDnnExecutor final : public Executor {
   std::map<std::string, bool> described_;
   std::string description_;
   const char* algo_override_ = nullptr;
-  bool avx512_core_ = false;
-  bool exact_ = true;  // every layer f32: the exact path (choose_conv_algo's fidelity rule applies)
+  KernelCpu cpu_;  // what the kernel table sees (kernel_cpu())
   LayerPlan plan_;
   double clip_ = 100;  // calibration pass: the percentile recorded
   int block_ = 8;      // channel block of the activation layout (16 on AVX-512, else 8)
@@ -508,6 +562,11 @@ class OneDnnExecutor final : public Executor {
   std::set<std::string> record_channels_;                      // calibration: the layers recorded per channel
   detail::WinoU8Kernel wino_kernel_ = nullptr;
   AlignedBuffer wino_scratch_;    // wino_u8_scratch_bytes per thread
+  // Our fp32 Winograd layers by label: packed weights (shared by the backend's plans), vector kernel, its name.
+  std::map<std::string, std::shared_ptr<const detail::WinoF32>> wino_f32_;
+  std::map<std::string, detail::WinoF32Kernel> wino_f32_kernel_;
+  std::map<std::string, std::string> wino_f32_variant_;
+  AlignedBuffer wino_f32_scratch_;  // the largest wino_f32_scratch_bytes per thread
   AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
   // Stripes of the full-resolution block (add_block1_striped): one program per stripe shape per lane.
   struct StripeShape {
@@ -562,9 +621,8 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
                                                 std::to_string(kStripeAlign));
   }
   algo_override_ = std::getenv("SUPERPOINT_RT_CONV_ALGO");
-  avx512_core_ = isa_has_avx512_core();
-  exact_ = std::all_of(plan_.begin(), plan_.end(), [](const auto& e) { return e.second == LayerType::F32; });
-  if (avx512_core_) {
+  cpu_ = kernel_cpu();
+  if (cpu_.onednn_avx512_core) {
     block_ = 16;
     block_tag_ = tag::nChw16c;
   } else {  // AVX2 and SSE4.1 JIT kernels block channels by 8
@@ -576,7 +634,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     stream_ = dnnl::stream(eng_);
     plan_wino(wt);
     // Calibration records the trunk's activations per channel too where the int8 plan's kernel can use them.
-    if (record_ && winograd_expected("conv1b", algo_override_))
+    if (record_ && winograd_expected("conv1b", wt.encoder[1], algo_override_))
       record_channels_ = {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"};
     if (conv1a_u8()) init_conv1a_u8(wt.encoder[0]);
     if (conv1a_u8()) init_wino_conv1b(wt.encoder[1]);
@@ -612,7 +670,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     if (!x) x = add_block1(wt, input_memory(memory::desc({1, 1, h_, w_}, dt::f32, tag::nchw), 0));
     int hh = h_ / 2, ww = w_ / 2;
     for (std::size_t i = 2; i < kTrunkLayers; ++i) {
-      if (const memory y = add_wino_layer(trunk_, wt.encoder[i], x, hh, ww, kLayerLabels[i])) {
+      if (const memory y = add_ours(trunk_, wt.encoder[i], x, hh, ww, kLayerLabels[i])) {
         x = y;
         if (pooled_after(kLayerLabels[i])) {  // the kernel pooled it
           hh /= 2;
@@ -634,10 +692,10 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     descriptors_block_ = mplan_.add(ds_md.get_size());
     const memory lg = block_memory(lg_md, logits_block_), ds = block_memory(ds_md, descriptors_block_);
     const ConvRows same{hh, hh, 1, 1}, pointwise{hh, hh, 0, 0};
-    x = add_wino_layer(trunk_, wt.score_a, trunk_out, hh, ww, "score_a");
+    x = add_ours(trunk_, wt.score_a, trunk_out, hh, ww, "score_a");
     if (!x) x = add_conv(trunk_, wt.score_a, trunk_out, ww, true, same, nullptr, false, "score_a");
     add_conv(trunk_, wt.score_b, x, ww, false, pointwise, &lg, true, "score_b");
-    x = add_wino_layer(desc_head_, wt.descriptor_a, trunk_out, hh, ww, "descriptor_a");
+    x = add_ours(desc_head_, wt.descriptor_a, trunk_out, hh, ww, "descriptor_a");
     if (!x) x = add_conv(desc_head_, wt.descriptor_a, trunk_out, ww, true, same, nullptr, false, "descriptor_a");
     add_conv(desc_head_, wt.descriptor_b, x, ww, false, pointwise, &ds, true, "descriptor_b");
 
@@ -656,7 +714,8 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     mplan_.use(descriptors_block_, step);
     workspace_bytes_ = mplan_.place();
     workspace_->add_user(workspace_bytes_);
-    plan_bytes_ = conv1a_scratch_.bytes;  // the weights are the backend's (WeightCache)
+    // The weights are the backend's (WeightCache).
+    plan_bytes_ = conv1a_scratch_.bytes + wino_scratch_.bytes + wino_f32_scratch_.bytes;
     if (!description_.empty()) description_.pop_back();
   } catch (const dnnl::error& e) {
     internal("plan", e);
@@ -707,6 +766,7 @@ memory OneDnnExecutor::add_block1(const model::Weights& wt, const memory& x) {
   } else {
     a = add_conv(trunk_, wt.encoder[0], x, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1a");
   }
+  if (const memory p1 = add_wino_f32_layer(trunk_, wt.encoder[1], a, h_, w_, "conv1b")) return p1;
   const memory b = add_conv(trunk_, wt.encoder[1], a, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1b");
   return add_pool(trunk_, b, "pool1");
 }
@@ -722,6 +782,14 @@ OneDnnExecutor::Block1Template OneDnnExecutor::block1_template(const model::Weig
     t.a_impl = ka.pd.impl_info_str();
     t.a_alg = ka.alg;
     t.a_out = ka.pd.dst_desc();
+  }
+  t.a_layout = row_layout_of(t.a_out);
+  if (!conv1a_u8() && prepare_wino_f32("conv1b", wt.encoder[1], t.a_layout)) {
+    t.b_ours = true;
+    t.p1 = memory::desc({1, wt.encoder[1].out_channels, h_ / 2, w_ / 2}, dt::f32,
+                        wino_f32_block("conv1b") == 16 ? tag::nChw16c : tag::nChw8c);
+    t.p_layout = row_layout_of(t.p1);
+    return t;
   }
   const ConvKind& kb =
       conv_kind(wt.encoder[1], t.a_out, conv1a_.scale, w_, true, {h_, h_, 1, 1}, nullptr, false, "conv1b", nullptr);
@@ -779,6 +847,7 @@ std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Bl
           conv_kind(ca, in, 0.f, w_, true, {r + 4, r + 2, 0, 0}, &s1, false, "conv1a", t.a_impl.c_str(), t.a_alg);
       scratch = std::max(scratch, ka.pd.scratchpad_desc().get_size());
     }
+    if (t.b_ours) continue;  // our kernel writes pool1 straight from s1 (its scratch is the plan's)
     const ConvKind& kb = stripe_conv1b(cb, t, s1, r);
     s2_bytes = std::max(s2_bytes, kb.dst_given.get_size());
     scratch = std::max(scratch, kb.pd.scratchpad_desc().get_size());
@@ -883,8 +952,11 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
         if (shape.top) add_zero_rows(prog.steps, s1, a_layout, 0, 1);
         if (s.y1 + 1 > h_) add_zero_rows(prog.steps, s1, a_layout, h_ - s.y0 + 1, rows + 2);
       }
-      if (wino("conv1b")) {  // conv1b + pool1 in one step, reading the lane's conv1a rows
-        add_wino_conv1b(prog.steps, prog.first_row, rows, s1, p1, l);
+      if (wino("conv1b") || t.b_ours) {  // conv1b + pool1 in one step, reading the lane's conv1a rows
+        if (t.b_ours)
+          add_wino_f32_stripe(prog.steps, prog.first_row, rows, s1, p1, l);
+        else
+          add_wino_conv1b(prog.steps, prog.first_row, rows, s1, p1, l);
         for (const Step& st : prog.steps) keep.insert(keep.end(), st.keep.begin(), st.keep.end());
         lane.programs.push_back(std::move(prog));
         continue;
@@ -1025,11 +1097,13 @@ ConvKind& OneDnnExecutor::conv_kind(const model::Conv& c, const memory::desc& sr
     for (int o = 0; o < c.out_channels; ++o) oscale.push_back(k.s_out / (s_in * k.ws[static_cast<std::size_t>(o)]));
     attr.set_output_scales(1 << 1, oscale);
   }
-  // oneDNN 2.6 has Winograd kernels for f32 only: bf16 and int8 layers are direct unless SUPERPOINT_RT_CONV_ALGO
-  // says otherwise (then the fallback below records "winograd->direct").
-  const ConvAlgo algo =
-      choose_conv_algo({c.in_channels, c.out_channels, c.kernel, rows.oh, ww}, avx512_core_ && ldt == dt::f32, exact_,
-                       layer_override(algo_override_, label).c_str());
+  // oneDNN's algorithm: what the kernel table chose (winograd / auto only where SUPERPOINT_RT_CONV_ALGO asks), else
+  // direct, also where the table chose one of our kernels and the layer's neighbours did not let it run. oneDNN 2.6
+  // has Winograd kernels for f32 only (a bf16 or int8 layer asked for it records "winograd->direct" below).
+  const Kernel kernel = choice(label, c).kernel;
+  const ConvAlgo algo = kernel == Kernel::OnednnWinograd ? ConvAlgo::Winograd
+                        : kernel == Kernel::OnednnAuto   ? ConvAlgo::Auto
+                                                         : ConvAlgo::Direct;
   auto make_pd = [&](dnnl::algorithm alg, const memory::desc& s) {
     return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, s, w_any, b_md, dst_md, {1, 1},
@@ -1213,20 +1287,14 @@ void OneDnnExecutor::init_conv1a_u8(const model::Conv& c) {
     conv1a_channel_scale_ = std::move(s);
     conv1a_.channel_scale = conv1a_channel_scale_.data();
   }
-  const util::Isa isa = util::best_isa();
-  const char* kernel = "reference";
-  conv1a_row_ = detail::conv1a_u8_row_reference;
-  if (isa == util::Isa::Avx512 && c.out_channels % 16 == 0) {
-    kernel = "avx512";
-    conv1a_row_ = detail::conv1a_u8_row_avx512;
-  } else if (isa != util::Isa::Scalar && c.out_channels % 8 == 0) {
-    kernel = "avx2";
-    conv1a_row_ = detail::conv1a_u8_row_avx2;
-  }
+  const std::string kernel = choice("conv1a", c).variant;
+  conv1a_row_ = kernel == "avx512" ? detail::conv1a_u8_row_avx512
+                : kernel == "avx2" ? detail::conv1a_u8_row_avx2
+                                   : detail::conv1a_u8_row_reference;
   conv1a_scratch_ =
       AlignedBuffer(sizeof(float) * detail::conv1a_u8_scratch_floats(w_) * static_cast<std::size_t>(threads_));
   description_ +=
-      std::string("conv1a:f32:direct_u8(") + kernel + ")" + (conv1a_.channel_scale ? "+u8_per_channel" : "") + " ";
+      std::string("conv1a:f32:conv1a_u8(ours:") + kernel + ")" + (conv1a_.channel_scale ? "+u8_per_channel" : "") + " ";
   described_["conv1a"] = true;
 }
 
@@ -1276,7 +1344,7 @@ void OneDnnExecutor::plan_wino(const model::Weights& wt) {
       {"conv3a", &wt.encoder[4]}, {"conv3b", &wt.encoder[5]}, {"conv4a", &wt.encoder[6]},
       {"conv4b", &wt.encoder[7]}, {"score_a", &wt.score_a},   {"descriptor_a", &wt.descriptor_a}};
   for (const auto& [label, c] : layers)
-    if (winograd_expected(label, algo_override_) && c->kernel == 3 && c->in_channels % 32 == 0 &&
+    if (winograd_expected(label, *c, algo_override_) && c->kernel == 3 && c->in_channels % 32 == 0 &&
         c->out_channels % 64 == 0 && type_of(label) == LayerType::Int8 && dst_type(label, LayerType::Int8) == dt::u8)
       wino_planned_.insert(label);
   if (!wino_planned_.count("conv1b")) wino_planned_.clear();
@@ -1303,7 +1371,7 @@ void OneDnnExecutor::prepare_wino(const std::string& label, const model::Conv& c
   const std::size_t bytes =
       detail::wino_u8_scratch_bytes(c.in_channels, c.out_channels) * static_cast<std::size_t>(threads_);
   if (wino_scratch_.bytes < bytes) wino_scratch_ = AlignedBuffer(bytes);
-  describe(label, std::string("int8:winograd4x4_s16(ours:avx512_vnni)") + (out.size() > 1 ? "+u8_per_channel" : ""));
+  describe(label, std::string("int8:wino_u8(ours:avx512_vnni)") + (out.size() > 1 ? "+u8_per_channel" : ""));
   if (pooled_after(label)) describe(label == "conv1b" ? "pool1" : label == "conv2b" ? "pool2" : "pool3", "in_" + label);
 }
 
@@ -1365,6 +1433,93 @@ void OneDnnExecutor::add_wino(std::vector<Step>& seq, const std::string& label, 
         wino_kernel_(k, {src, 0, hh, ww, 0, rows, dst, pool, first, count},
                      scratch + static_cast<std::size_t>(t) * per_thread);
     }
+  };
+  seq.push_back(std::move(s));
+}
+
+KernelChoice OneDnnExecutor::choice(const std::string& label, const model::Conv& c) const {
+  const bool int8_reader = label == "conv1a" && conv1a_u8();
+  const KernelLayer l{c.in_channels, c.out_channels, c.kernel, c.in_channels == 1 ? LayerType::F32 : type_of(label),
+                      int8_reader};
+  return choose_kernel(l, cpu_, int8_reader ? nullptr : layer_override(algo_override_, label).c_str());
+}
+
+bool OneDnnExecutor::prepare_wino_f32(const std::string& label, const model::Conv& c, const RowLayout& in) {
+  if (wino_f32(label)) return true;
+  const KernelChoice ch = choice(label, c);
+  if (ch.kernel != Kernel::WinoF32 || !in) return false;
+  // The AVX-512 kernel reads and writes 16 channels per vector: an input blocked by 8 (oneDNN's layout when its JIT is
+  // capped below avx512_core) takes the AVX2 kernel (the same bits).
+  std::string variant = ch.variant;
+  if (variant == "avx512" && in.block % 16 != 0) variant = cpu_.avx2_fma ? "avx2" : "";
+  if (variant.empty() || in.block % 8 != 0) return false;
+  const int ob = variant == "avx512" ? detail::kWinoF32OcBlockAvx512 : detail::kWinoF32OcBlockAvx2;
+  if (c.out_channels % ob != 0 || c.in_channels % (variant == "avx512" ? 16 : 8) != 0) return false;
+  wino_f32_[label] = weight_cache_->wino_f32(label, ob, [&] {
+    return detail::wino_f32_prepare(c.weight.data(), c.bias.data(), c.in_channels, c.out_channels, ob);
+  });
+  wino_f32_kernel_[label] = variant == "avx512" ? detail::wino_f32_rows_avx512 : detail::wino_f32_rows_avx2;
+  wino_f32_variant_[label] = variant;
+  const std::size_t bytes =
+      detail::wino_f32_scratch_bytes(c.in_channels, c.out_channels) * static_cast<std::size_t>(threads_);
+  if (wino_f32_scratch_.bytes < bytes) wino_f32_scratch_ = AlignedBuffer(bytes);
+  describe(label, "f32:wino_f32(ours:" + variant + ")");
+  if (pooled_after(label) && !record_)
+    describe(label == "conv1b" ? "pool1" : label == "conv2b" ? "pool2" : "pool3", "in_" + label);
+  return true;
+}
+
+memory OneDnnExecutor::add_wino_f32_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh,
+                                          int ww, const std::string& label) {
+  const memory::desc xd = x.get_desc();
+  const RowLayout li = row_layout_of(xd);
+  if (xd.data_type() != dt::f32 || xd.dims() != memory::dims{1, c.in_channels, hh, ww} ||
+      !prepare_wino_f32(label, c, li))
+    return {};
+  const bool pool = pooled_after(label) && !record_;
+  const memory out = new_activation(memory::desc({1, c.out_channels, pool ? hh / 2 : hh, pool ? ww / 2 : ww}, dt::f32,
+                                                 wino_f32_block(label) == 16 ? tag::nChw16c : tag::nChw8c));
+  const RowLayout lo = row_layout_of(out.get_desc());
+  if (act_max_) scale_[out.get()] = out_scale(label.c_str());  // a u8 reader quantises it in its input reorder
+  Step s;
+  s.keep = {x, out};
+  if (record_) {  // the calibration pass records the layer's (unpooled) output
+    s.label = static_label(label);
+    s.out = out;
+  }
+  s.fn = [this, k = wino_f32_.at(label)->view(), fn = wino_f32_kernel_.at(label), x, out, li, lo, pool, hh, ww] {
+    const detail::F32Act in = act_of(x, li), o = act_of(out, lo);
+    const int rows = pool ? hh / 2 * 2 : hh;
+    const int tiles = (rows + 3) / 4 * ((ww + 3) / 4);
+    const std::size_t per_thread = detail::wino_f32_scratch_bytes(k.in_channels, k.out_channels);
+    auto* scratch = reinterpret_cast<std::byte*>(wino_f32_scratch_.p);
+    // The tiles shared evenly over the threads (each tile reads the input only: the same bytes for any split).
+#pragma omp parallel num_threads(threads_)
+    {
+      const int t = omp_get_thread_num(), n = omp_get_num_threads();
+      const int first = tiles * t / n, count = tiles * (t + 1) / n - first;
+      if (count > 0)
+        fn(k, {in, 0, hh, ww, 0, rows, o, pool, first, count}, scratch + static_cast<std::size_t>(t) * per_thread);
+    }
+  };
+  seq.push_back(std::move(s));
+  if (!pooled_after(label) || pool) return out;
+  return add_pool(seq, out, label == "conv1b" ? "pool1" : label == "conv2b" ? "pool2" : "pool3");
+}
+
+void OneDnnExecutor::add_wino_f32_stripe(std::vector<Step>& seq, std::shared_ptr<const int> first_row, int rows,
+                                         const memory& s1, const memory& p1, int lane) {
+  const RowLayout li = row_layout_of(s1.get_desc()), lo = row_layout_of(p1.get_desc());
+  Step s;
+  s.keep = {s1, p1};
+  s.fn = [this, k = wino_f32_.at("conv1b")->view(), fn = wino_f32_kernel_.at("conv1b"), s1, p1, li, lo, first_row,
+          rows, lane] {
+    const int y0 = *first_row + 1;
+    detail::F32Act o = act_of(p1, lo);
+    o.data += static_cast<std::size_t>(y0 / 2) * o.row_stride;
+    const std::size_t per_thread = detail::wino_f32_scratch_bytes(k.in_channels, k.out_channels);
+    fn(k, {act_of(s1, li), y0 - 1, rows + 2, w_, y0, y0 + rows, o, true, 0, -1},
+       reinterpret_cast<std::byte*>(wino_f32_scratch_.p) + static_cast<std::size_t>(lane) * per_thread);
   };
   seq.push_back(std::move(s));
 }
@@ -1464,15 +1619,15 @@ void OneDnnExecutor::execute(std::vector<Step>& seq, dnnl::stream& stream) {
   for (auto& s : seq) {
     if (s.fn) {
       s.fn();
-      continue;
-    }
-    const int caller_threads = s.threads ? omp_get_max_threads() : 0;
-    if (s.threads) omp_set_num_threads(s.threads);
-    const dnnl_status_t st =
-        dnnl_primitive_execute(s.prim.get(), stream.get(), static_cast<int>(s.args.size()), s.args.data());
-    if (s.threads) omp_set_num_threads(caller_threads);
-    if (st != dnnl_success) {
-      throw Error(ErrorKind::Internal, "oneDNN primitive execution failed (status " + std::to_string(st) + ")");
+    } else {
+      const int caller_threads = s.threads ? omp_get_max_threads() : 0;
+      if (s.threads) omp_set_num_threads(s.threads);
+      const dnnl_status_t st =
+          dnnl_primitive_execute(s.prim.get(), stream.get(), static_cast<int>(s.args.size()), s.args.data());
+      if (s.threads) omp_set_num_threads(caller_threads);
+      if (st != dnnl_success) {
+        throw Error(ErrorKind::Internal, "oneDNN primitive execution failed (status " + std::to_string(st) + ")");
+      }
     }
     if (record_ && s.label) {  // calibration pass (f32): raise the layer's entry to this plane's percentile
       stream.wait();
@@ -1604,7 +1759,7 @@ class OneDnnBackend final : public Backend {
     for (const auto& [producer, layers] : consumers())
       for (const std::string& l : layers)
         if (plan_.at(l) == LayerType::Int8 && l != "descriptor_a" && l != "descriptor_b" &&
-            !winograd_expected(l, std::getenv("SUPERPOINT_RT_CONV_ALGO")))
+            !winograd_expected(l, conv_of(l), std::getenv("SUPERPOINT_RT_CONV_ALGO")))
           readers[producer].push_back(l);
     std::map<std::string, std::vector<float>> hessian;  // by producer
     std::vector<float> plain;
@@ -1816,33 +1971,6 @@ const char* to_string(ConvAlgo a) noexcept {
     case ConvAlgo::Auto: return "auto";
   }
   return "direct";
-}
-
-ConvAlgo choose_conv_algo(const ConvShape& s, bool avx512_core, bool exact, const char* override_value) {
-  if (override_value && *override_value) {
-    const std::string v = override_value;
-    if (v == "direct") return ConvAlgo::Direct;
-    if (v == "winograd") return ConvAlgo::Winograd;
-    if (v == "auto") return ConvAlgo::Auto;
-    throw Error(ErrorKind::InvalidArgument,
-                "SUPERPOINT_RT_CONV_ALGO=\"" + v + "\" is not one of direct, winograd, auto");
-  }
-  // The rule, from measurements on the development machine (Xeon with AVX-512, no AMX; oneDNN 2.6.3), see
-  // tests/backend/test_onednn.cpp and the numbers in the comments here:
-  //  * oneDNN's f32 Winograd needs avx512_core, 3x3 stride 1, IC and OC multiples of 16.
-  //  * With OC <= 128 oneDNN picks jit_fp32_wino_2x3 (F(2x2,3x3)) on that Xeon, jit_wino_4x3 (F(4x4,3x3)) for most
-  //    frames on AMD Zen 4 (which kernel: see add_conv's make_any_algo, the kernel of one thread): 1.5-2x faster
-  //    than direct on conv1b..conv4b (conv1b: 83 vs 135 ms per call at 1 thread), and NOT less accurate
-  //    here: against a float64 evaluation of the network on golden/dense/icl_250 the softmax score error is
-  //    1.23e-6 with it, 1.79e-6 all-direct, 1.68e-6 for PyTorch itself (vs the PyTorch golden: 1.74e-6 / 4.9e-7).
-  //  * With OC = 256 (score_a, descriptor_a) oneDNN picks jit_wino_4x3 (F(4x4,3x3)), which is less accurate there
-  //    (all-Winograd: 2.6e-6 vs float64): direct.
-  //  * conv1a (IC = 1; Winograd measured 3x slower) and the 1x1 convolutions: direct.
-  //  * In a plan that is not the exact path (bf16, int8: their f32 layers), accuracy at the level of 1e-6 is not what
-  //    the plan trades for, so the head's f32 convolutions take Winograd too (2.5x faster than direct on Zen 4).
-  if (!avx512_core || s.kernel != 3 || s.in_channels % 16 != 0 || s.out_channels % 16 != 0) return ConvAlgo::Direct;
-  if (s.out_channels > 128 && exact) return ConvAlgo::Direct;
-  return ConvAlgo::Winograd;
 }
 
 std::unique_ptr<Backend> make_onednn_backend(const model::Weights& weights, const BackendOptions& options) {

@@ -22,10 +22,11 @@
 // Thread-safety: a Backend may be shared (plan() reads only immutable state); executors of one workspace slot run
 // one at a time (they share its workspace), executors of different slots side by side.
 //
-// Convolution algorithm (direct vs Winograd) is chosen per layer by a FIXED rule (choose_conv_algo) from the CPU
-// ISA and the layer shape, never by timing at run time: outputs must be bit-identical across runs, processes and
-// thread counts. SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto overrides the rule for experiments (auto =
-// oneDNN's convolution_auto), for every layer or per layer: "conv1b=winograd,*=direct".
+// Each convolution's kernel (oneDNN's direct or Winograd primitive, or one of ours) is chosen per layer by ONE FIXED
+// table from the layer's shape, its type and the CPU's units (kernel_table.hpp), never by timing at run time: outputs
+// must be bit-identical across runs, processes and thread counts. SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto|ours
+// overrides the table for experiments (direct / winograd / auto: oneDNN's primitive with that algorithm; ours: our
+// kernel where one fits), for every layer or per layer: "conv1b=winograd,*=direct".
 //
 // Threads: Debian's oneDNN runs on OpenMP; every plan() and run() calls omp_set_num_threads(threads) on the
 // calling thread first (the ICV is per thread and the engine may call from different threads).
@@ -94,22 +95,6 @@ LayerPlan layer_plan(Precision p, const char* override_value);
 
 enum class ConvAlgo { Direct, Winograd, Auto };
 const char* to_string(ConvAlgo a) noexcept;
-
-/// One convolution as the algorithm rule sees it (output spatial size = input size: stride 1, "same" padding).
-struct ConvShape {
-  int in_channels = 0, out_channels = 0, kernel = 0;
-  int height = 0, width = 0;
-};
-
-/// The per-layer rule. `avx512_core`: oneDNN's effective ISA is at least avx512_core (its f32 Winograd kernel
-/// needs it). `override_value`: this layer's SUPERPOINT_RT_CONV_ALGO value (nullptr/empty = use the rule); an unknown
-/// value throws InvalidArgument naming it. A Winograd choice falls back to direct when oneDNN has no implementation
-/// for the shape (plan_description() then says "winograd->direct").
-/// `exact`: the plan is all-f32 (precision fp32, the path held to the PyTorch reference).
-/// Current rule on avx512_core: Winograd for 3x3 with IC, OC multiples of 16 and, when exact, OC <= 128
-/// (conv1b..conv4b; the 128->256 head convolutions too in the f32 layers of a bf16 or int8 plan); direct elsewhere
-/// (conv1a, the 1x1s). Reasons and measurements beside the code.
-ConvAlgo choose_conv_algo(const ConvShape& shape, bool avx512_core, bool exact, const char* override_value);
 
 /// The oneDNN backend ("onednn", device "cpu", precision "fp32", "bf16" or "int8"; int8 calibrates in here). Copies the
 /// weights; Backend::plan() reorders (and for bf16 converts) them into each plan's primitive layouts. Throws

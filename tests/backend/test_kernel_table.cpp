@@ -148,11 +148,11 @@ TEST(KernelTable, PlansRunTheKernelsTheTableNamesOnThisCpu) {
     const char* label;
     const sp::model::Conv* conv;
   };
-  const Layer layers[] = {{"conv1a", &wt.encoder[0]}, {"conv1b", &wt.encoder[1]}, {"conv2a", &wt.encoder[2]},
-                          {"conv2b", &wt.encoder[3]}, {"conv3a", &wt.encoder[4]}, {"conv3b", &wt.encoder[5]},
-                          {"conv4a", &wt.encoder[6]}, {"conv4b", &wt.encoder[7]}, {"score_a", &wt.score_a},
-                          {"score_b", &wt.score_b},   {"descriptor_a", &wt.descriptor_a},
-                          {"descriptor_b", &wt.descriptor_b}};
+  const Layer layers[] = {
+      {"conv1a", &wt.encoder[0]}, {"conv1b", &wt.encoder[1]},         {"conv2a", &wt.encoder[2]},
+      {"conv2b", &wt.encoder[3]}, {"conv3a", &wt.encoder[4]},         {"conv3b", &wt.encoder[5]},
+      {"conv4a", &wt.encoder[6]}, {"conv4b", &wt.encoder[7]},         {"score_a", &wt.score_a},
+      {"score_b", &wt.score_b},   {"descriptor_a", &wt.descriptor_a}, {"descriptor_b", &wt.descriptor_b}};
   std::vector<std::string> precisions{"fp32"};
   if (sp::util::cpu_features().avx2_fma()) precisions.push_back("int8");
   for (const std::string& p : precisions) {

@@ -332,8 +332,7 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   const bool wino = f.avx512() && f.avx512_vnni && !f.amx;
   for (const char* l :
        {"conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a"})
-    EXPECT_NE(layer_entry(d, l).find(wino ? ":int8:wino_u8(ours:avx512_vnni)" : ":int8:direct("),
-              std::string::npos)
+    EXPECT_NE(layer_entry(d, l).find(wino ? ":int8:wino_u8(ours:avx512_vnni)" : ":int8:direct("), std::string::npos)
         << l << ": " << d;
   for (const char* l : {"score_b", "descriptor_b"})
     EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
@@ -349,7 +348,8 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the CPU's kernel), which conv1b
   // reads as it is.
   const bool avx512 = sp::util::cpu_features().avx512();
-  EXPECT_NE(d.find(avx512 ? "conv1a:f32:conv1a_u8(ours:avx512)" : "conv1a:f32:conv1a_u8(ours:avx2)"), std::string::npos) << d;
+  EXPECT_NE(d.find(avx512 ? "conv1a:f32:conv1a_u8(ours:avx512)" : "conv1a:f32:conv1a_u8(ours:avx2)"), std::string::npos)
+      << d;
   EXPECT_EQ(d.find("reorder"), std::string::npos) << d;
 }
 
@@ -380,8 +380,7 @@ TEST(Precision, Int8WinogradLayersStayCloseToTheDirectKernel) {
     od = run_once(*direct, pv, 480, 640);
   }
   const Outputs ow = run_once(*wino, pv, 480, 640);
-  EXPECT_NE(layer_entry(wino->plan({480, 640})->plan_description(), "conv1b").find("wino_u8"),
-            std::string::npos);
+  EXPECT_NE(layer_entry(wino->plan({480, 640})->plan_description(), "conv1b").find("wino_u8"), std::string::npos);
   const Fidelity f1 = compare(ow, od, 60 * 80);
   std::cout << "int8 Winograd layers vs direct on icl_250: score diff max " << f1.max_score_diff << " mean "
             << f1.mean_score_diff << ", descriptor cosine min " << f1.min_desc_cos << " mean " << f1.mean_desc_cos

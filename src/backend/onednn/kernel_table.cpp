@@ -101,7 +101,8 @@ KernelChoice choose_kernel(const KernelLayer& layer, const KernelCpu& cpu, const
   const auto rows = kernel_table();
   if (v == "ours")
     for (std::size_t i = 0; i < rows.size(); ++i)
-      if (ours(rows[i].kernel) && rows[i].match(layer, cpu)) return {rows[i].kernel, rows[i].variant, static_cast<int>(i)};
+      if (ours(rows[i].kernel) && rows[i].match(layer, cpu))
+        return {rows[i].kernel, rows[i].variant, static_cast<int>(i)};
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (rows[i].match(layer, cpu)) return {rows[i].kernel, rows[i].variant, static_cast<int>(i)};
   return {};  // unreachable: the last row matches everything

@@ -561,13 +561,13 @@ class OneDnnExecutor final : public Executor {
   std::vector<float> conv1a_channel_scale_;                    // conv1a_.channel_scale's storage
   std::set<std::string> record_channels_;                      // calibration: the layers recorded per channel
   detail::WinoU8Kernel wino_kernel_ = nullptr;
-  AlignedBuffer wino_scratch_;    // wino_u8_scratch_bytes per thread
+  AlignedBuffer wino_scratch_;  // wino_u8_scratch_bytes per thread
   // Our fp32 Winograd layers by label: packed weights (shared by the backend's plans), vector kernel, its name.
   std::map<std::string, std::shared_ptr<const detail::WinoF32>> wino_f32_;
   std::map<std::string, detail::WinoF32Kernel> wino_f32_kernel_;
   std::map<std::string, std::string> wino_f32_variant_;
   AlignedBuffer wino_f32_scratch_;  // the largest wino_f32_scratch_bytes per thread
-  AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
+  AlignedBuffer conv1a_scratch_;    // conv1a_u8_scratch_floats(w) per thread
   // Stripes of the full-resolution block (add_block1_striped): one program per stripe shape per lane.
   struct StripeShape {
     int rows = 0;
@@ -1469,8 +1469,8 @@ bool OneDnnExecutor::prepare_wino_f32(const std::string& label, const model::Con
   return true;
 }
 
-memory OneDnnExecutor::add_wino_f32_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh,
-                                          int ww, const std::string& label) {
+memory OneDnnExecutor::add_wino_f32_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
+                                          const std::string& label) {
   const memory::desc xd = x.get_desc();
   const RowLayout li = row_layout_of(xd);
   if (xd.data_type() != dt::f32 || xd.dims() != memory::dims{1, c.in_channels, hh, ww} ||
@@ -1512,8 +1512,8 @@ void OneDnnExecutor::add_wino_f32_stripe(std::vector<Step>& seq, std::shared_ptr
   const RowLayout li = row_layout_of(s1.get_desc()), lo = row_layout_of(p1.get_desc());
   Step s;
   s.keep = {s1, p1};
-  s.fn = [this, k = wino_f32_.at("conv1b")->view(), fn = wino_f32_kernel_.at("conv1b"), s1, p1, li, lo, first_row,
-          rows, lane] {
+  s.fn = [this, k = wino_f32_.at("conv1b")->view(), fn = wino_f32_kernel_.at("conv1b"), s1, p1, li, lo, first_row, rows,
+          lane] {
     const int y0 = *first_row + 1;
     detail::F32Act o = act_of(p1, lo);
     o.data += static_cast<std::size_t>(y0 / 2) * o.row_stride;

@@ -1,23 +1,26 @@
 // The oneDNN (CPU; float32, or the reduced precisions bfloat16 / int8, see Precision) implementation of backend.hpp.
 //
-// The network (docs/ALGORITHM.md §3.3-3.7) is a fixed chain of oneDNN primitives created once per plan():
+// The network (docs/ALGORITHM.md §3.3-3.7) is a fixed chain of layers created once per plan():
 //   conv1a relu conv1b relu pool | conv2a conv2b pool | conv3a conv3b pool | conv4a conv4b
 //   -> score head (3x3 + relu, 1x1 -> logits, nhwc)   [always]
 //   -> descriptor head (3x3 + relu, 1x1 -> descriptors, nhwc)   [run(true) only]
-// Bias and ReLU are fused into each convolution (bias term + eltwise post-op). Activations are in oneDNN's blocked
-// layout, nChw16c on AVX-512 (nChw8c below), requested explicitly: format_tag::any makes oneDNN 2.6 pick
-// channels-last brgemm kernels, measured 20% slower here, and Winograd wants the blocked layout anyway. The two last
-// 1x1 convolutions write channels-last directly into the executor's output buffers (their input is reordered
-// nChw16c -> nhwc first, 0.8 ms, because oneDNN's 1x1 kernel needs matching layouts; on AVX2 / SSE4.1 they write
-// blocked and a reorder fills the output buffer). Primitives and reordered weights are created in plan(); run()
-// only executes.
+// Each convolution runs on the kernel the kernel table chooses (kernel_table.hpp): oneDNN's primitives, or ours (fp32
+// and int8 Winograd for the 3x3 layers after conv1a, with bias, ReLU and the pool fused; conv1a writing u8 in an int8
+// plan). executor.hpp lists the files of the plan. On oneDNN's primitives bias and ReLU are fused into each
+// convolution (bias term + eltwise post-op). Activations are in oneDNN's blocked layout, nChw16c on AVX-512 (nChw8c
+// below), requested explicitly: format_tag::any makes oneDNN 2.6 pick channels-last brgemm kernels, measured 20%
+// slower here; our fp32 kernel reads and writes the same layouts. The two last 1x1 convolutions write channels-last
+// directly into the executor's output buffers (their input is reordered nChw16c -> nhwc first, 0.8 ms, because
+// oneDNN's 1x1 kernel needs matching layouts; on AVX2 / SSE4.1 they write blocked and a reorder fills the output
+// buffer). Primitives, reordered and transformed weights are created in plan(); run() only executes.
 //
-// Memory (issue 19): a plan owns its primitives; the weights in a primitive's layout are shared by the backend's
-// plans that want that layout (WeightCache, about 12 MB in fp32), and its activations, scratchpads, reorder buffers
-// and outputs are blocks of its slot's workspace (backend/workspace.hpp), placed by their lifetimes, bound at
-// run time. The full-resolution block runs in stripes (stripes.hpp, bit-identical), so the busiest step is conv3b's
-// F(4x4,3x3) Winograd transforms (oneDNN's scratchpad, about 145-170 bytes per frame pixel): the workspace is
-// about 250 bytes per frame pixel in fp32 (bench/bench_forward --frame WxH prints it; docs/BENCHMARKS.md).
+// Memory (issue 19): a plan owns its primitives; the weights in a primitive's layout (and our kernels' transformed
+// weights) are shared by the backend's plans that want that layout (WeightCache: 20 MB in fp32, 4x the raw 3x3
+// weights in the Winograd domain), and its activations, scratchpads, reorder buffers and outputs are blocks of its
+// slot's workspace (backend/workspace.hpp), placed by their lifetimes, bound at run time. The full-resolution block
+// runs in stripes (stripes.hpp, bit-identical); the workspace is about 150 bytes per frame pixel in fp32 (with our
+// Winograd, which transforms a block of tiles at a time; about 250 with oneDNN's; bench/bench_forward --frame WxH
+// prints it; docs/BENCHMARKS.md).
 //
 // Thread-safety: a Backend may be shared (plan() reads only immutable state); executors of one workspace slot run
 // one at a time (they share its workspace), executors of different slots side by side.

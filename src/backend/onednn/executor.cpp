@@ -170,7 +170,6 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
         const std::vector<int> tries = o.stripe_rows > 0 ? std::vector<int>{o.stripe_rows} : stripe_rows_to_try(wt, t);
         for (const int rows : tries) {
           if (rows >= h_ / 2 * 2) continue;
-          const std::string description = description_;
           const auto described = described_;
           try {
             x = add_block1_striped(wt, t, rows);
@@ -178,7 +177,6 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
           } catch (const StripeUnsupported& e) {
             trunk_.clear();
             lanes_.clear();
-            description_ = description;
             described_ = described;
             refused = e.what();
           }
@@ -237,7 +235,23 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     workspace_->add_user(workspace_bytes_);
     // The weights are the backend's (WeightCache).
     plan_bytes_ = conv1a_scratch_.bytes + wino_scratch_.bytes + wino_f32_scratch_.bytes;
-    if (!description_.empty()) description_.pop_back();
+    // In the network's order (a layer's input reorder before it, its output reorder after it), whatever order the
+    // plan described them in (conv1b is prepared before conv1a where our kernel takes the stripes).
+    static const std::vector<std::string> order = {
+        "conv1a", "conv1b", "pool1",  "block1", "conv2a",  "conv2b",  "pool2",        "conv3a",
+        "conv3b", "pool3",  "conv4a", "conv4b", "score_a", "score_b", "descriptor_a", "descriptor_b"};
+    auto rank = [&](const std::string& label) {
+      const std::size_t cut = label.rfind('_');
+      const std::string base = cut != std::string::npos && (label.substr(cut) == "_in" || label.substr(cut) == "_out")
+                                   ? label.substr(0, cut)
+                                   : label;
+      const auto at = std::find(order.begin(), order.end(), base);
+      const int r = 3 * static_cast<int>(at - order.begin());
+      return base == label ? r : label.substr(cut) == "_in" ? r - 1 : r + 1;
+    };
+    std::stable_sort(described_.begin(), described_.end(),
+                     [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+    for (const auto& [label, what] : described_) description_ += (description_.empty() ? "" : " ") + label + ":" + what;
   } catch (const dnnl::error& e) {
     internal("plan", e);
   }
@@ -268,9 +282,9 @@ memory OneDnnExecutor::input_memory(const memory::desc& d, std::size_t offset) {
 }
 
 void OneDnnExecutor::describe(const std::string& label, const std::string& what) {
-  if (described_[label]) return;
-  described_[label] = true;
-  description_ += label + ":" + what + " ";
+  for (const auto& [l, w] : described_)
+    if (l == label) return;
+  described_.emplace_back(label, what);
 }
 
 memory OneDnnExecutor::add_block1(const model::Weights& wt, const memory& x) {

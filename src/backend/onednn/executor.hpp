@@ -463,8 +463,8 @@ class OneDnnExecutor final : public Executor {
   std::vector<Step> trunk_, desc_head_;
   std::vector<std::unique_ptr<ConvKind>> conv_kinds_;
   std::vector<std::unique_ptr<PoolKind>> pool_kinds_;
-  std::map<std::string, bool> described_;
-  std::string description_;
+  std::vector<std::pair<std::string, std::string>> described_;  // (label, what) as describe() got them
+  std::string description_;                                     // described_ in the network's order
   const char* algo_override_ = nullptr;
   KernelCpu cpu_;  // what the kernel table sees (kernel_cpu())
   LayerPlan plan_;

@@ -26,9 +26,7 @@ void OneDnnExecutor::init_conv1a_u8(const model::Conv& c) {
                                    : detail::conv1a_u8_row_reference;
   conv1a_scratch_ =
       AlignedBuffer(sizeof(float) * detail::conv1a_u8_scratch_floats(w_) * static_cast<std::size_t>(threads_));
-  description_ +=
-      std::string("conv1a:f32:conv1a_u8(ours:") + kernel + ")" + (conv1a_.channel_scale ? "+u8_per_channel" : "") + " ";
-  described_["conv1a"] = true;
+  describe("conv1a", "f32:conv1a_u8(ours:" + kernel + ")" + (conv1a_.channel_scale ? "+u8_per_channel" : ""));
 }
 
 void OneDnnExecutor::add_conv1a_u8(std::vector<Step>& seq, std::shared_ptr<const int> y0p, int rows, const memory& dst,

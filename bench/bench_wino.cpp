@@ -3,9 +3,9 @@
 //   conv1a (a conv1b stripe: 62 x 640 rows in, 60 rows out, pooled), nChw8c / nChw16c as the plan lays them out, and
 //   the multiply-adds of the transformed products per second of the thread's CPU time (36 x in x out per 4x4 tile;
 //   a core's FMA peak is 2 x 8 (AVX2) or 2 x 16 (AVX-512) per cycle).
-//   int8 (src/backend/onednn/wino_u8.hpp, AVX-512 VNNI): a conv1b stripe, conv2a (240 x 320, unpooled) and conv2b
-//   (240 x 320, pooled), 64 -> 64 channels, and the multiply instructions' share of it (vpdpwssd at the rate bench_isa
-//   measures: 36 x 64 x 64 / 32 per 4x4 tile).
+//   int8 (src/backend/onednn/wino_u8.hpp), every kernel this CPU has (AVX-512 VNNI, AVX-VNNI, AVX2): a conv1b stripe,
+//   conv2a (240 x 320, unpooled) and conv2b (240 x 320, pooled), 64 -> 64 channels, and the multiply instructions
+//   (vpdpwssd / vpmaddwd: 36 x 64 x 64 / (2 x lanes) per 4x4 tile).
 //   bench_wino [runs, default 30] [fp32|int8, default both]
 #include <algorithm>
 #include <chrono>
@@ -104,11 +104,16 @@ void bench_f32(int runs) {
 
 void bench_u8(int runs) {
   const auto& f = superpoint_rt::util::cpu_features();
-  if (!(f.avx512() && f.avx512_vnni)) {
-    std::printf("bench_wino int8: the kernel needs AVX-512 VNNI, which this CPU lacks\n");
-    return;
-  }
-  std::printf("int8 Winograd F(4x4,3x3) s16, AVX-512 VNNI, one thread:\n");
+  struct Kernel {
+    const char* name;
+    d::WinoU8Kernel fn;
+    int lanes;  // int32 lanes of one multiply instruction
+  };
+  std::vector<Kernel> kernels;
+  if (f.avx512() && f.avx512_vnni) kernels.push_back({"AVX-512 VNNI (vpdpwssd zmm)", d::wino_u8_rows_avx512vnni, 16});
+  if (f.avx2_fma() && f.avx_vnni) kernels.push_back({"AVX-VNNI (vpdpwssd ymm)", d::wino_u8_rows_avxvnni, 8});
+  if (f.avx2_fma()) kernels.push_back({"AVX2 (vpmaddwd + vpaddd ymm)", d::wino_u8_rows_avx2, 8});
+  if (kernels.empty()) std::printf("bench_wino int8: no vector kernel on this CPU\n");
   std::mt19937 rng(1);
   std::normal_distribution<float> n(0.f, 0.05f);
   std::vector<float> weight(64 * 64 * 9), bias(64);
@@ -121,25 +126,30 @@ void bench_u8(int runs) {
     int in_rows, w, rows;
     bool pool;
   };
-  for (const Shape& s :
-       {Shape{"conv1b stripe 60x640 + pool", 62, 640, 60, true}, Shape{"conv2a 240x320", 240, 320, 240, false},
-        Shape{"conv2b 240x320 + pool", 240, 320, 240, true}}) {
-    std::vector<std::uint8_t> in(static_cast<std::size_t>(s.in_rows) * s.w * 64), out(in.size());
-    std::uniform_int_distribution<int> u(0, 255);
-    for (auto& v : in) v = static_cast<std::uint8_t>(u(rng) < 100 ? 0 : u(rng));
-    std::vector<double> t;
-    for (int r = 0; r < runs; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      d::wino_u8_rows_avx512vnni(
-          k.view(), {in.data(), s.in_rows == s.rows ? 0 : -1, s.in_rows, s.w, 0, s.rows, out.data(), s.pool},
-          scratch.data());
-      t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  for (const Kernel& kern : kernels) {
+    std::printf("int8 Winograd F(4x4,3x3) s16, %s, one thread:\n", kern.name);
+    for (const Shape& s :
+         {Shape{"conv1b stripe 60x640 + pool", 62, 640, 60, true}, Shape{"conv2a 240x320", 240, 320, 240, false},
+          Shape{"conv2b 240x320 + pool", 240, 320, 240, true}}) {
+      std::vector<std::uint8_t> in(static_cast<std::size_t>(s.in_rows) * s.w * 64), out(in.size());
+      std::uniform_int_distribution<int> u(0, 255);
+      for (auto& v : in) v = static_cast<std::uint8_t>(u(rng) < 100 ? 0 : u(rng));
+      std::vector<double> t, cpu;
+      for (int r = 0; r < runs; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const double c0 = thread_cpu_ms();
+        kern.fn(k.view(), {in.data(), s.in_rows == s.rows ? 0 : -1, s.in_rows, s.w, 0, s.rows, out.data(), s.pool},
+                scratch.data());
+        cpu.push_back(thread_cpu_ms() - c0);
+        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(t.begin(), t.end());
+      std::sort(cpu.begin(), cpu.end());
+      const double tiles =
+          static_cast<double>((s.rows + 3) / 4) * ((s.w + 3) / 4 + d::kWinoTiles - 1) / d::kWinoTiles * d::kWinoTiles;
+      std::printf("  %-30s CPU median %6.2f ms (wall median %6.2f)  multiply instructions: %.1f M\n", s.name,
+                  cpu[cpu.size() / 2], t[t.size() / 2], tiles * 36 * 64 * 64 / (2 * kern.lanes) / 1e6);
     }
-    std::sort(t.begin(), t.end());
-    const double tiles =
-        static_cast<double>((s.rows + 3) / 4) * ((s.w + 3) / 4 + d::kWinoTiles - 1) / d::kWinoTiles * d::kWinoTiles;
-    std::printf("  %-30s median %6.2f ms (min %6.2f)  vpdpwssd: %.1f M\n", s.name, t[t.size() / 2], t[0],
-                tiles * 36 * 64 * 64 / 32 / 1e6);
   }
 }
 

@@ -326,14 +326,16 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   const std::string d = ex->plan_description();
   std::cout << "int8 plan: " << d << "\n";
   EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
-  // Every 3x3 layer after conv1a: our 16-bit Winograd kernel (wino_u8.hpp) with AVX-512 VNNI and without AMX, pools
-  // fused; else oneDNN's int8 direct kernels. The 1x1 layers: oneDNN's.
+  // Every 3x3 layer after conv1a: our 16-bit Winograd kernel (wino_u8.hpp) without AMX (AVX-512 VNNI, else AVX-VNNI,
+  // else AVX2), pools fused; else oneDNN's int8 direct kernels. The 1x1 layers: oneDNN's.
   const auto& f = sp::util::cpu_features();
-  const bool wino = f.avx512() && f.avx512_vnni && !f.amx;
+  const bool wino = f.avx2_fma() && !f.amx;
+  const std::string kernel = f.avx512() && f.avx512_vnni ? ":int8:wino_u8(ours:avx512_vnni)"
+                             : f.avx_vnni                ? ":int8:wino_u8(ours:avx_vnni)"
+                                                         : ":int8:wino_u8(ours:avx2)";
   for (const char* l :
        {"conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a"})
-    EXPECT_NE(layer_entry(d, l).find(wino ? ":int8:wino_u8(ours:avx512_vnni)" : ":int8:direct("), std::string::npos)
-        << l << ": " << d;
+    EXPECT_NE(layer_entry(d, l).find(wino ? kernel : ":int8:direct("), std::string::npos) << l << ": " << d;
   for (const char* l : {"score_b", "descriptor_b"})
     EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
   // Between the kernel's layers (conv1a's output to conv4b's) the u8 activations have a scale per channel; the 1x1
@@ -358,8 +360,8 @@ TEST(Precision, Int8WinogradLayersStayCloseToTheDirectKernel) {
   // there): the two differ by the weights' rounding only (8-bit codes against 11-13-bit
   // transformed weights), so their outputs agree to about the int8 plan's own distance from fp32 or better.
   const auto& f = sp::util::cpu_features();
-  if (!(f.avx512() && f.avx512_vnni) || f.amx) {
-    std::cout << "no AVX-512 VNNI (or AMX) here: oneDNN's direct kernels in both\n";
+  if (!f.avx2_fma() || f.amx) {
+    std::cout << "no AVX2 (or AMX) here: oneDNN's direct kernels in both\n";
     auto b = int8_backend(1);
     if (b) {
       EXPECT_EQ(b->plan({64, 64})->plan_description().find("wino_u8"), std::string::npos);

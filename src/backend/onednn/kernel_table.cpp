@@ -38,6 +38,20 @@ constexpr KernelRow kRows[] = {
        return l.type == LayerType::Int8 && l.kernel == 3 && c.avx512_vnni && !c.amx && l.in_channels % 32 == 0 &&
               l.out_channels % 64 == 0;
      }},
+    // Without AVX-512: the same kernel on 256-bit registers, with AVX-VNNI's vpdpwssd ymm (Intel client CPUs since
+    // Alder Lake, Zen 5) or AVX2's vpmaddwd + vpaddd; oneDNN's AVX2 int8 direct kernels do 144 u8 x s8 products per
+    // 16 outputs and input channel in 3 instructions per 32 (vpmaddubsw, vpmaddwd, vpaddd), this 36 in 2 per 16
+    // (docs/BENCHMARKS.md has the forwards side by side).
+    {"3x3 after conv1a", "int8", "AVX-VNNI (256-bit)", Kernel::WinoU8, "avx_vnni",
+     [](const L& l, const C& c) {
+       return l.type == LayerType::Int8 && l.kernel == 3 && c.avx_vnni && !c.amx && l.in_channels % 16 == 0 &&
+              l.out_channels % 16 == 0;
+     }},
+    {"3x3 after conv1a", "int8", "AVX2", Kernel::WinoU8, "avx2",
+     [](const L& l, const C& c) {
+       return l.type == LayerType::Int8 && l.kernel == 3 && c.avx2_fma && !c.amx && l.in_channels % 16 == 0 &&
+              l.out_channels % 16 == 0;
+     }},
     // Other int8 and every bf16 layer: oneDNN's direct kernels (its bf16 / AMX / VNNI / AVX2 u8 x s8 JIT).
     {"3x3", "int8, bf16", "any", Kernel::OnednnDirect, "",
      [](const L& l, const C&) { return l.type != LayerType::F32; }},

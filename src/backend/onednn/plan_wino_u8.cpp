@@ -23,18 +23,17 @@ bool winograd_expected(const std::string& label, const model::Conv& c, const cha
 }
 
 void OneDnnExecutor::plan_wino(const model::Weights& wt) {
-  // winograd_expected: AVX-512 VNNI (vpdpwssd) without AMX (oneDNN's AMX int8 kernels multiply several times faster
-  // than vpdpwssd's 32 per instruction; not measured: no AMX machine so far), and not kept on oneDNN's kernels by
-  // SUPERPOINT_RT_CONV_ALGO=<layer>=direct (comparisons). On AVX2 oneDNN's int8 direct kernels stay (our kernel has
-  // no AVX2 path).
+  // winograd_expected: where the kernel table chooses the kernel (AVX-512 VNNI, AVX-VNNI or AVX2, without AMX: oneDNN's
+  // AMX int8 kernels multiply several times faster; not measured, no AMX machine so far), and not kept on oneDNN's
+  // kernels by SUPERPOINT_RT_CONV_ALGO=<layer>=direct (comparisons).
   if (!act_max_) return;
   const std::pair<const char*, const model::Conv*> layers[] = {
       {"conv1b", &wt.encoder[1]}, {"conv2a", &wt.encoder[2]}, {"conv2b", &wt.encoder[3]},
       {"conv3a", &wt.encoder[4]}, {"conv3b", &wt.encoder[5]}, {"conv4a", &wt.encoder[6]},
       {"conv4b", &wt.encoder[7]}, {"score_a", &wt.score_a},   {"descriptor_a", &wt.descriptor_a}};
   for (const auto& [label, c] : layers)
-    if (winograd_expected(label, *c, algo_override_) && c->kernel == 3 && c->in_channels % 32 == 0 &&
-        c->out_channels % 64 == 0 && type_of(label) == LayerType::Int8 && dst_type(label, LayerType::Int8) == dt::u8)
+    if (winograd_expected(label, *c, algo_override_) && type_of(label) == LayerType::Int8 &&
+        dst_type(label, LayerType::Int8) == dt::u8)
       wino_planned_.insert(label);
   if (!wino_planned_.count("conv1b")) wino_planned_.clear();
 }
@@ -56,11 +55,14 @@ void OneDnnExecutor::prepare_wino(const std::string& label, const model::Conv& c
   const std::vector<float> out = output_scales(label);
   wino_[label] = detail::wino_u8_prepare(c.weight.data(), c.bias.data(), c.in_channels, c.out_channels, in_scales, out);
   wino_out_scales_[label] = out;
-  wino_kernel_ = detail::wino_u8_rows_avx512vnni;
+  const std::string variant = choice(label, c).variant;
+  wino_kernel_ = variant == "avx512_vnni" ? detail::wino_u8_rows_avx512vnni
+                 : variant == "avx_vnni"  ? detail::wino_u8_rows_avxvnni
+                                          : detail::wino_u8_rows_avx2;
   const std::size_t bytes =
       detail::wino_u8_scratch_bytes(c.in_channels, c.out_channels) * static_cast<std::size_t>(threads_);
   if (wino_scratch_.bytes < bytes) wino_scratch_ = AlignedBuffer(bytes);
-  describe(label, std::string("int8:wino_u8(ours:avx512_vnni)") + (out.size() > 1 ? "+u8_per_channel" : ""));
+  describe(label, "int8:wino_u8(ours:" + variant + ")" + (out.size() > 1 ? "+u8_per_channel" : ""));
   if (pooled_after(label)) describe(label == "conv1b" ? "pool1" : label == "conv2b" ? "pool2" : "pool3", "in_" + label);
 }
 

@@ -234,7 +234,7 @@ OneDnnExecutor::OneDnnExecutor(const model::Weights& wt, const PlanOptions& o, i
     workspace_bytes_ = mplan_.place();
     workspace_->add_user(workspace_bytes_);
     // The weights are the backend's (WeightCache).
-    plan_bytes_ = conv1a_scratch_.bytes + wino_scratch_.bytes + wino_f32_scratch_.bytes;
+    plan_bytes_ = conv1a_scratch_.bytes + wino_scratch_.bytes;
     // In the network's order (a layer's input reorder before it, its output reorder after it), whatever order the
     // plan described them in (conv1b is prepared before conv1a where our kernel takes the stripes).
     static const std::vector<std::string> order = {
@@ -375,7 +375,10 @@ std::size_t OneDnnExecutor::stripe_lane_bytes(const model::Weights& wt, const Bl
           conv_kind(ca, in, 0.f, w_, true, {r + 4, r + 2, 0, 0}, &s1, false, "conv1a", t.a_impl.c_str(), t.a_alg);
       scratch = std::max(scratch, ka.pd.scratchpad_desc().get_size());
     }
-    if (t.b_ours) continue;  // our kernel writes pool1 straight from s1 (its scratch is the plan's)
+    if (t.b_ours) {  // our kernel writes pool1 straight from s1, its scratch in the lane's scratch block
+      scratch = std::max(scratch, detail::wino_f32_scratch_bytes(cb.in_channels, cb.out_channels));
+      continue;
+    }
     const ConvKind& kb = stripe_conv1b(cb, t, s1, r);
     s2_bytes = std::max(s2_bytes, kb.dst_given.get_size());
     scratch = std::max(scratch, kb.pd.scratchpad_desc().get_size());
@@ -482,7 +485,7 @@ memory OneDnnExecutor::add_block1_striped(const model::Weights& wt, const Block1
       }
       if (wino("conv1b") || t.b_ours) {  // conv1b + pool1 in one step, reading the lane's conv1a rows
         if (t.b_ours)
-          add_wino_f32_stripe(prog.steps, prog.first_row, rows, s1, p1, l);
+          add_wino_f32_stripe(prog.steps, prog.first_row, rows, s1, p1);
         else
           add_wino_conv1b(prog.steps, prog.first_row, rows, s1, p1, l);
         for (const Step& st : prog.steps) keep.insert(keep.end(), st.keep.begin(), st.keep.end());

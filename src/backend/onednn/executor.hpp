@@ -144,7 +144,8 @@ const char* static_label(const std::string& label);
 
 // Weights in a primitive's layout, shared by every plan of a backend that wants the same layout for a layer: frame
 // sizes mostly change activations, not weight layouts, so a folder of photos of 10 sizes keeps one copy of the
-// weights (about 12 MB in fp32) instead of ten. Thread-safe; an entry lives while a plan uses it.
+// weights (about 20 MB in fp32, most of it our Winograd kernels' transformed weights) instead of ten. Thread-safe; an
+// entry lives while a plan uses it.
 class WeightCache {
  public:
   struct Entry {
@@ -439,9 +440,9 @@ class OneDnnExecutor final : public Executor {
   // The channel block of what prepared layer `label` writes (its vector kernel's width).
   int wino_f32_block(const std::string& label) const { return wino_f32_variant_.at(label) == "avx512" ? 16 : 8; }
   // conv1b + pool1 of a stripe by our fp32 kernel: the lane buffer `s1` (rows + 2 conv1a rows from frame row
-  // *first_row) into its rows of `p1`, on lane `lane`'s thread.
+  // *first_row) into its rows of `p1`, on the lane's thread (its scratch in the lane's block).
   void add_wino_f32_stripe(std::vector<Step>& seq, std::shared_ptr<const int> first_row, int rows, const memory& s1,
-                           const memory& p1, int lane);
+                           const memory& p1);
 
   int h_, w_, hc_, wc_, threads_;
   dnnl::engine eng_;
@@ -487,12 +488,12 @@ class OneDnnExecutor final : public Executor {
   std::set<std::string> record_channels_;                      // calibration: the layers recorded per channel
   detail::WinoU8Kernel wino_kernel_ = nullptr;
   AlignedBuffer wino_scratch_;  // wino_u8_scratch_bytes per thread
-  // Our fp32 Winograd layers by label: packed weights (shared by the backend's plans), vector kernel, its name.
+  // Our fp32 Winograd layers by label: packed weights (shared by the backend's plans), vector kernel, its name (their
+  // scratch is workspace).
   std::map<std::string, std::shared_ptr<const detail::WinoF32>> wino_f32_;
   std::map<std::string, detail::WinoF32Kernel> wino_f32_kernel_;
   std::map<std::string, std::string> wino_f32_variant_;
-  AlignedBuffer wino_f32_scratch_;  // the largest wino_f32_scratch_bytes per thread
-  AlignedBuffer conv1a_scratch_;    // conv1a_u8_scratch_floats(w) per thread
+  AlignedBuffer conv1a_scratch_;  // conv1a_u8_scratch_floats(w) per thread
   // Stripes of the full-resolution block (add_block1_striped): one program per stripe shape per lane.
   struct StripeShape {
     int rows = 0;

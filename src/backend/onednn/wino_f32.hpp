@@ -105,7 +105,7 @@ constexpr int kWinoF32OcBlockAvx2 = 16;
 constexpr int kWinoF32OcBlockAvx512 = 32;
 
 /// Tiles the vector kernels transform, multiply and transform back together (a multiple of 6, their register tile):
-/// the transformed input and products of that many tiles, 36 x tiles x (in + out) floats, stay in the L2 cache.
+/// each block re-reads the transformed weights, so wider layers take more tiles (wino_f32.cpp has the measurements).
 int wino_f32_block_tiles(int in_channels, int out_channels);
 /// Bytes of scratch any kernel needs per call.
 std::size_t wino_f32_scratch_bytes(int in_channels, int out_channels);

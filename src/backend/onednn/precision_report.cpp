@@ -30,6 +30,11 @@ constexpr const char* kQualityBf16 =
 // 0.13 pt).
 constexpr const char* kQualityInt8Winograd =
     "F1@2 0.9731 / 0.9158; MMA, rep, MS within 0.24 pt; HA within 0.25 pt (440 pairs x 10 RANSAC draws)";
+// The same kernel's arithmetic on 256-bit registers (AVX2 / AVX-VNNI: the same bits as AVX-512 VNNI's; the 1x1 heads on
+// oneDNN's AVX2 int8 kernels), measured on an Intel Xeon capped by SUPERPOINT_RT_ISA=avx2-novnni, 2026-12-06 (issue
+// 33): HA@3 1.32 pt under fp32's, with a paired standard error of 0.73.
+constexpr const char* kQualityInt8Winograd256 =
+    "F1@2 0.9732 / 0.9132; MMA, rep, MS within 0.37 pt; HA within 1.32 pt (440 pairs x 10 RANSAC draws)";
 constexpr const char* kQualityInt8Direct =
     "F1@2 0.9742 / 0.9063; MMA, rep, MS within 0.34 pt; HA within 0.50 pt (440 pairs x 10 RANSAC draws)";
 
@@ -104,7 +109,11 @@ std::vector<PrecisionReport> precisions_on_this_cpu() {
       r.time_vs_fp32 = s.time_vs_fp32;
       r.measured = s.measured;
       r.basis = s.basis;
-      r.quality = r.precision == "bf16" ? kQualityBf16 : int8_winograd(f) ? kQualityInt8Winograd : kQualityInt8Direct;
+      const std::string int8_variant = int8_kernel(f).variant;
+      r.quality = r.precision == "bf16"           ? kQualityBf16
+                  : int8_variant == "avx512_vnni" ? kQualityInt8Winograd
+                  : int8_winograd(f)              ? kQualityInt8Winograd256
+                                                  : kQualityInt8Direct;
     }
     out.push_back(std::move(r));
   }

@@ -56,7 +56,9 @@ constexpr KernelRow kRows[] = {
     {"3x3", "int8, bf16", "any", Kernel::OnednnDirect, "",
      [](const L& l, const C&) { return l.type != LayerType::F32; }},
     // fp32 3x3 layers after conv1a: our Winograd F(4x4,3x3) (a quarter of direct's multiply-adds, with bias, ReLU and
-    // pooling fused). AVX-512: faster than oneDNN 2.6's avx512_core Winograd on every layer (docs/BENCHMARKS.md).
+    // pooling fused). AVX-512: faster than oneDNN 2.6's avx512_core Winograd on every layer (Intel Xeon, one thread,
+    // ms: conv1b stripe 6.3 vs 11.6 + pool, conv2a 13.2 vs 28.3, conv3a 6.6 vs 9.7, conv3b 12.9 vs 39.2, conv4a 3.3 vs
+    // 4.8, score_a 6.5 vs 7.1 (oneDNN's F(4x4,3x3)); docs/BENCHMARKS.md, issue 33), the whole forward 0.6x the CPU.
     {"3x3 after conv1a", "f32", "AVX-512", Kernel::WinoF32, "avx512",
      [](const L& l, const C& c) {
        return l.kernel == 3 && c.avx512 && l.in_channels % 16 == 0 && l.out_channels % detail::kWinoF32OcBlockAvx512 == 0;

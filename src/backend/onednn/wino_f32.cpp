@@ -117,11 +117,11 @@ void wino_f32_rows_reference(const WinoF32View& k, const WinoF32Rows& r, void* s
       for (int j = 0; j < 6; ++j) {
         const float col[6] = {m[0][j], m[1][j], m[2][j], m[3][j], m[4][j], m[5][j]};
         float y[4];
-        wino_f32_output_1d(col, y);
+        wino_output_1d(col, y);
         for (int i = 0; i < 4; ++i) cols[i][j] = y[i];
       }
       float y[4][4];
-      for (int i = 0; i < 4; ++i) wino_f32_output_1d(cols[i], y[i]);
+      for (int i = 0; i < 4; ++i) wino_output_1d(cols[i], y[i]);
       const float b = k.bias[o];
       auto relu = [](float q) { return q > 0.f ? q : 0.f; };
       auto max = [](float a, float c) { return a > c ? a : c; };

@@ -29,6 +29,8 @@
 #include <memory>
 #include <vector>
 
+#include "backend/onednn/wino_transform.hpp"
+
 namespace superpoint_rt::backend::detail {
 
 /// An f32 activation as the kernels address it: element (channel c, row y, column x) at
@@ -128,18 +130,6 @@ inline void wino_f32_input_1d(const T x[6], T o[6]) {
   o[3] = x4m2 + x3m1 * T(2);
   o[4] = x4m2 - x3m1 * T(2);
   o[5] = (x[1] - x[3]) * T(4) + (x[5] - x[3]);
-}
-
-/// The 1-D output transform A^T m of F(4x4,3x3) in the order every kernel uses (the same as wino_u8's):
-///   a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4;
-///   y0 = (m0 + a) + c, y1 = b + 2d, y2 = a + 4c, y3 = (b + 8d) + m5.
-template <class T>
-inline void wino_f32_output_1d(const T m[6], T y[4]) {
-  const T a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
-  y[0] = (m[0] + a) + c;
-  y[1] = b + d * T(2);
-  y[2] = a + c * T(4);
-  y[3] = (b + d * T(8)) + m[5];
 }
 
 }  // namespace superpoint_rt::backend::detail

@@ -30,7 +30,7 @@ struct WinoF32Body {
     o[5] = V::fmadd(V::sub(x[1], x[3]), four, V::sub(x[5], x[3]));
   }
 
-  // A^T m (wino_f32_output_1d), in the reference's order.
+  // A^T m (wino_output_1d), in the reference's order.
   static inline void output_1d(const T m[6], T y[4]) {
     const T a = V::add(m[1], m[2]), b = V::sub(m[1], m[2]);
     const T c = V::add(m[3], m[4]), d = V::sub(m[3], m[4]);

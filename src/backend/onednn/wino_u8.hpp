@@ -31,6 +31,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/onednn/wino_transform.hpp"
+
 namespace superpoint_rt::backend::detail {
 
 /// What the kernels read (raw pointers only: see the note above).
@@ -101,18 +103,6 @@ void wino_u8_rows_avxvnni(const WinoU8View& k, const WinoU8Rows& r, void* scratc
 std::size_t wino_u8_scratch_bytes(int in_channels, int out_channels);
 /// Tiles the AVX-512 kernel transforms and multiplies together.
 constexpr int kWinoTiles = 6;
-
-/// The 1-D output transform A^T m of F(4x4,3x3) in the order both kernels use (float, no fused multiply-add):
-///   a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4;
-///   y0 = (m0 + a) + c, y1 = b + 2d, y2 = a + 4c, y3 = (b + 8d) + m5.
-template <class T>
-inline void wino_output_1d(const T m[6], T y[4]) {
-  const T a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
-  y[0] = (m[0] + a) + c;
-  y[1] = b + d * T(2);
-  y[2] = a + c * T(4);
-  y[3] = (b + d * T(8)) + m[5];
-}
 
 /// The 1-D input transform B^T x of F(4x4,3x3) (integers: exact in any order).
 template <class T>

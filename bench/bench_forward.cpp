@@ -7,9 +7,9 @@
 // With several precisions the runs are INTERLEAVED (fp32, bf16, fp32, bf16, ...) at each thread count, so that the
 // noise of a shared machine hits every mode alike; the ratio line compares medians measured side by side.
 // WEIGHTS_DIR defaults to $SUPERPOINT_RT_SHARED/weights/superpoint (else ../shared/weights/superpoint).
-// SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto overrides the per-layer algorithm rule. A precision may carry a layer
-// plan, PRECISION@LAYER=TYPE+LAYER=TYPE (SUPERPOINT_RT_LAYER_PRECISION with '+' for ',', set while that backend is
-// created), e.g. --precision int8,int8@conv1b=bf16+conv2a=bf16: plans measured side by side.
+// SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto|ours overrides the kernel table (kernel_table.hpp). A precision may
+// carry a layer plan, PRECISION@LAYER=TYPE+LAYER=TYPE (SUPERPOINT_RT_LAYER_PRECISION with '+' for ',', set while that
+// backend is created), e.g. --precision int8,int8@conv1b=bf16+conv2a=bf16: plans measured side by side.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -14,7 +14,7 @@ if(SUPERPOINT_RT_SANITIZE)
   target_link_options(superpoint_rt_settings INTERFACE -fsanitize=address,undefined,float-cast-overflow)
 endif()
 
-# Kernels for one instruction-set level live in files named *_avx2.cpp / *_avx512.cpp / *_avx512vnni.cpp and are compiled for that
+# Kernels for one instruction-set level live in files named *_avx2.cpp / *_avxvnni.cpp / *_avx512.cpp / *_avx512vnni.cpp and are compiled for that
 # level only; callers pick them at run time (util/cpu.hpp), so the rest of the build stays baseline x86-64.
 function(superpoint_rt_isa_flags)
   foreach(f ${ARGN})
@@ -24,6 +24,8 @@ function(superpoint_rt_isa_flags)
     elseif(f MATCHES "_avx512\\.cpp$")
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS
         "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx2;-mfma;-mbmi2")
+    elseif(f MATCHES "_avxvnni\\.cpp$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mbmi2;-mavxvnni")
     elseif(f MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mbmi2")
     endif()

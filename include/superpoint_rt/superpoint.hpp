@@ -53,8 +53,8 @@ struct ImageInput {
 /// What from_pretrained / warmup prepares so that the first real call of each variant is as fast as later calls
 /// (seed "warmup_variants"). Default: sizes 1920x1080, 1600x900, 1280x720, 640x480; nms radii 4 and 0; JPEG and
 /// PNG decoders; 4 list workers. The 640x480 network frame is always prepared at load; `network_sizes` adds other
-/// frames (e.g. {1024, 768} for hloc:superpoint_aachen on 4:3 photos): each has its own network plan (its primitives
-/// and weights, ~12 MB in fp32; the activations live in one workspace all plans share), kept in a least-recently-used
+/// frames (e.g. {1024, 768} for hloc:superpoint_aachen on 4:3 photos): each has its own network plan (its primitives;
+/// the weights, ~20 MB in fp32, and the activations live in what all plans share), kept in a least-recently-used
 /// cache of 8 plans.
 struct WarmupSpec {
   std::vector<std::pair<int, int>> sizes{{1920, 1080}, {1600, 900}, {1280, 720}, {640, 480}};  // (width, height)

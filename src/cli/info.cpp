@@ -1,6 +1,9 @@
 // superpoint-rt info: version, backend, CPU features in use (and the units that decide the fastest precision),
 // weights location.
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
@@ -30,6 +33,27 @@ int info_main(int argc, char** argv) {
     if (!m.calibration.empty()) std::cout << "int8 calibration: " << m.calibration << "\n";
     std::cout << "kernels: " << m.cpu_features << "\n"
               << "plan: " << m.plan << "\n";
+    // The same, one layer a line: the kernel each convolution runs on (the backend's kernel table,
+    // src/backend/onednn/kernel_table.hpp), its pools and reorders.
+    std::cout << "kernel per layer:\n";
+    std::vector<std::string> entries;  // "label:what"; a "what" may hold spaces ("stripes(8x60 rows, 2 lanes)")
+    for (std::size_t at = 0; at < m.plan.size();) {
+      const std::size_t end = std::min(m.plan.find(' ', at), m.plan.size());
+      const std::string token = m.plan.substr(at, end - at);
+      const std::size_t colon = token.find(':');
+      const bool starts_entry = colon != std::string::npos && colon > 0 &&
+                                token.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == colon;
+      if (starts_entry || entries.empty())
+        entries.push_back(token);
+      else
+        entries.back() += " " + token;
+      at = end + 1;
+    }
+    for (const std::string& e : entries) {
+      const std::size_t colon = std::min(e.find(':'), e.size());
+      std::cout << "  " << e.substr(0, colon) << std::string(colon < 16 ? 16 - colon : 1, ' ')
+                << (colon < e.size() ? e.substr(colon + 1) : "") << "\n";
+    }
   } catch (const Error& e) {
     std::cout << "model: not loaded: " << e.what() << "\n";
     return 1;

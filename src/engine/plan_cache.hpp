@@ -1,7 +1,7 @@
 // The engine's plans, cached by size (one file for both kinds, and for the memory they hold):
 //   ResizePlans   Pillow resize plans per (source size, network frame): coefficient tables, O(in_w + in_h)
 //   NetworkPlans  one backend executor per network frame and lane. A plan holds its primitives; its weights
-//                 (~12 MB fp32) are shared by the plans that want the same layout, and its activations live in its
+//                 (~20 MB fp32) are shared by the plans that want the same layout, and its activations live in its
 //                 lane's workspace, which every plan of the lane's slot shares and which is as large as the largest
 //                 such plan that has run and is still cached (backend/workspace.hpp). So a folder of photos of 10
 //                 different sizes costs 10 small plans and one workspace per lane in use, not 10 workspaces.

@@ -39,14 +39,18 @@ CpuFeatures detect() {
   f.avx512_vnni = zmm && ((c >> 11) & 1u);
   f.amx = (d >> 24) & 1u;  // AMX-TILE (the OS permission is requested separately by the compute library)
   unsigned int a1 = 0, b1 = 0, c1 = 0, d1 = 0;
-  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512_bf16 = zmm && ((a1 >> 5) & 1u);
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) {
+    f.avx_vnni = ymm && ((a1 >> 4) & 1u);
+    f.avx512_bf16 = zmm && ((a1 >> 5) & 1u);
+  }
 
   // SUPERPOINT_RT_ISA caps the level so that tests and benchmarks can exercise every kernel on one machine.
   if (const char* cap = std::getenv("SUPERPOINT_RT_ISA")) {
     if (std::strcmp(cap, "scalar") == 0) {
       f = CpuFeatures{};
-    } else if (std::strcmp(cap, "avx2") == 0) {
+    } else if (std::strcmp(cap, "avx2") == 0 || std::strcmp(cap, "avx2-novnni") == 0) {
       f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_bf16 = f.avx512_vnni = f.amx = false;
+      if (cap[4] == '-') f.avx_vnni = false;
     }
   }
   return f;
@@ -91,6 +95,7 @@ std::string cpu_features_string() {
   add(f.avx512dq, "avx512dq");
   add(f.avx512_bf16, "avx512_bf16");
   add(f.avx512_vnni, "avx512_vnni");
+  add(f.avx_vnni, "avx_vnni");
   add(f.amx, "amx");
   return s.empty() ? "baseline x86-64" : s;
 }

@@ -176,49 +176,6 @@ TEST(OneDnnBackend, RejectsBadOptions) {
   }
   auto b = be::create_backend("cpu", real_weights(), {1, "fp32"});
   EXPECT_THROW(b->plan({4, 640}), sp::Error);
-  EXPECT_THROW(be::onednn::choose_conv_algo({64, 64, 3, 480, 640}, true, true, "fast"), sp::Error);
-}
-
-TEST(OneDnnBackend, AlgorithmRuleIsAFunctionOfShapeAndIsa) {
-  using be::onednn::choose_conv_algo;
-  using be::onednn::ConvAlgo;
-  using be::onednn::ConvShape;
-  constexpr ConvAlgo D = ConvAlgo::Direct, W = ConvAlgo::Winograd;
-  struct Case {
-    ConvShape shape;
-    bool avx512_core, exact;
-    const char* override_value;
-    ConvAlgo want;
-  };
-  const Case cases[] = {
-      // Without AVX-512 there is no f32 Winograd kernel in oneDNN: always direct.
-      {{64, 64, 3, 240, 320}, false, true, nullptr, D},
-      // AVX-512: conv1b..conv4b use Winograd; conv1a (IC 1), the 128->256 heads (less accurate in Winograd, and
-      // fp32 is the exact path), the 1x1 convolutions and channel counts off the 16-block stay direct.
-      {{64, 64, 3, 480, 640}, true, true, nullptr, W},
-      {{64, 64, 3, 240, 320}, true, true, nullptr, W},
-      {{64, 128, 3, 120, 160}, true, true, nullptr, W},
-      {{128, 128, 3, 60, 80}, true, true, nullptr, W},
-      {{1, 64, 3, 480, 640}, true, true, nullptr, D},
-      {{128, 256, 3, 60, 80}, true, true, nullptr, D},
-      {{256, 65, 1, 60, 80}, true, true, nullptr, D},
-      {{40, 64, 3, 240, 320}, true, true, nullptr, D},
-      // Outside the exact path (the f32 layers of a bf16 or int8 plan) the 128->256 heads take Winograd too; the
-      // rest of the rule is the same.
-      {{128, 256, 3, 60, 80}, true, false, nullptr, W},
-      {{128, 256, 3, 60, 80}, false, false, nullptr, D},
-      {{1, 64, 3, 480, 640}, true, false, nullptr, D},
-      {{256, 256, 1, 60, 80}, true, false, nullptr, D},
-      // The override wins.
-      {{64, 64, 3, 240, 320}, true, true, "direct", D},
-      {{64, 64, 3, 480, 640}, false, true, "winograd", W},
-      {{64, 64, 3, 480, 640}, true, true, "auto", ConvAlgo::Auto},
-  };
-  for (const Case& c : cases)
-    EXPECT_EQ(choose_conv_algo(c.shape, c.avx512_core, c.exact, c.override_value), c.want)
-        << c.shape.in_channels << "->" << c.shape.out_channels << " k" << c.shape.kernel << " " << c.shape.height << "x"
-        << c.shape.width << " avx512_core " << c.avx512_core << " exact " << c.exact << " override "
-        << (c.override_value ? c.override_value : "-");
 }
 
 // The whole network against a plain double-precision scalar reference on small frames, including sizes that are

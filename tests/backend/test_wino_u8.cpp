@@ -1,8 +1,8 @@
 // The int8 plan's conv1b + pool1 kernel (src/backend/onednn/wino_u8.hpp): the reference is the convolution + bias +
 // ReLU + 2x2 max pooling + u8 quantisation it stands for, to the accuracy of its 11-13-bit transformed weights
-// (checked against double precision, worst-case inputs included); the AVX-512 VNNI kernel gives the reference's bytes
-// on random and awkward shapes where this CPU (after the SUPERPOINT_RT_ISA cap) has it; stripes of the frame (the
-// buffers a plan's lanes hold) give the whole frame's bytes.
+// (checked against double precision, worst-case inputs included); each vector kernel (AVX-512 VNNI, AVX-VNNI, AVX2)
+// gives the reference's bytes on random and awkward shapes where this CPU (after the SUPERPOINT_RT_ISA cap) has it;
+// stripes of the frame (the buffers a plan's lanes hold) give the whole frame's bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -142,10 +142,21 @@ const std::vector<Case> kCases = {{2, 2, 64, 64, 1},    {4, 4, 32, 64, 2},    {6
                                   {16, 26, 64, 128, 5}, {13, 37, 32, 64, 6},  {20, 3, 64, 64, 7},  {3, 1, 64, 64, 8},
                                   {8, 48, 96, 64, 9},   {30, 50, 64, 64, 10}, {2, 130, 64, 64, 11}};
 
-std::vector<d::WinoU8Kernel> fast_kernels() {
+// A vector kernel and the channel multiples it takes (the kernel table checks them too).
+struct FastKernel {
+  d::WinoU8Kernel fn;
+  const char* name;
+  int ic_multiple, oc_multiple;
+  bool takes(int ic, int oc) const { return ic % ic_multiple == 0 && oc % oc_multiple == 0; }
+};
+
+// Every vector kernel this CPU runs after the SUPERPOINT_RT_ISA cap (avx2 keeps AVX-VNNI, avx2-novnni drops it).
+std::vector<FastKernel> fast_kernels() {
   const auto& f = superpoint_rt::util::cpu_features();
-  std::vector<d::WinoU8Kernel> k;
-  if (f.avx512() && f.avx512_vnni) k.push_back(d::wino_u8_rows_avx512vnni);
+  std::vector<FastKernel> k;
+  if (f.avx512() && f.avx512_vnni) k.push_back({d::wino_u8_rows_avx512vnni, "avx512_vnni", 32, 64});
+  if (f.avx2_fma() && f.avx_vnni) k.push_back({d::wino_u8_rows_avxvnni, "avx_vnni", 16, 16});
+  if (f.avx2_fma()) k.push_back({d::wino_u8_rows_avx2, "avx2", 16, 16});
   return k;
 }
 
@@ -230,7 +241,8 @@ TEST(WinoU8, WorstCaseInputsStayExact) {
         }
     const auto want = exact(l, in, h, w);
     std::vector<d::WinoU8Kernel> kernels{d::wino_u8_rows_reference};
-    for (const auto k : fast_kernels()) kernels.push_back(k);
+    for (const auto& k : fast_kernels())
+      if (k.takes(64, 64)) kernels.push_back(k.fn);
     for (const auto k : kernels) {
       const auto got = run_frame(l, k, in, h, w);
       for (std::size_t i = 0; i < want.size(); ++i)
@@ -241,25 +253,28 @@ TEST(WinoU8, WorstCaseInputsStayExact) {
 
 TEST(WinoU8, FastKernelsMatchTheReferenceAndStripesDoNotMatter) {
   const auto kernels = fast_kernels();
-  std::cout << kernels.size() << " fast kernel(s) on this CPU\n";
+  std::cout << kernels.size() << " fast kernel(s) on this CPU:";
+  for (const auto& k : kernels) std::cout << " " << k.name;
+  std::cout << "\n";
   for (const auto& c : kCases) {
     const Layer l = random_layer(c.ic, c.oc, c.seed, c.seed % 3 == 0);
     const auto in = random_input(c.h, c.w, c.ic, c.seed + 70, 80);
     const auto ref = run_frame(l, d::wino_u8_rows_reference, in, c.h, c.w);
     EXPECT_EQ(run_stripes(l, d::wino_u8_rows_reference, in, c.h, c.w, 4), ref) << c.h << "x" << c.w;
-    for (const auto k : kernels) {
-      if (c.ic % 32 != 0 || c.oc % 64 != 0) continue;  // the kernel's precondition (the plan checks it too)
-      EXPECT_EQ(run_frame(l, k, in, c.h, c.w), ref) << c.h << "x" << c.w << "x" << c.ic << "->" << c.oc;
-      EXPECT_EQ(run_stripes(l, k, in, c.h, c.w, 8), ref) << c.h << "x" << c.w;
-      EXPECT_EQ(run_frame(l, k, in, c.h, c.w, false), run_frame(l, d::wino_u8_rows_reference, in, c.h, c.w, false))
-          << "unpooled " << c.h << "x" << c.w;
+    for (const auto& k : kernels) {
+      if (!k.takes(c.ic, c.oc)) continue;  // the kernel's precondition (the plan checks it too)
+      EXPECT_EQ(run_frame(l, k.fn, in, c.h, c.w), ref)
+          << k.name << " " << c.h << "x" << c.w << "x" << c.ic << "->" << c.oc;
+      EXPECT_EQ(run_stripes(l, k.fn, in, c.h, c.w, 8), ref) << k.name << " " << c.h << "x" << c.w;
+      EXPECT_EQ(run_frame(l, k.fn, in, c.h, c.w, false), run_frame(l, d::wino_u8_rows_reference, in, c.h, c.w, false))
+          << k.name << " unpooled " << c.h << "x" << c.w;
     }
   }
   // A frame of the stripes' real size.
   const Layer l = random_layer(64, 64, 99);
   const auto in = random_input(64, 640, 64, 98);
   const auto ref = run_stripes(l, d::wino_u8_rows_reference, in, 64, 640, 60);
-  for (const auto k : kernels) EXPECT_EQ(run_stripes(l, k, in, 64, 640, 60), ref);
+  for (const auto& k : kernels) EXPECT_EQ(run_stripes(l, k.fn, in, 64, 640, 60), ref) << k.name;
 }
 
 TEST(WinoU8, RoundsHalfToEvenAfterTheBias) {
@@ -271,7 +286,7 @@ TEST(WinoU8, RoundsHalfToEvenAfterTheBias) {
   const std::uint8_t want[8] = {0, 2, 2, 254, 254, 255, 0, 100};
   const std::vector<std::uint8_t> in(4 * 4 * 64, 200);
   std::vector<d::WinoU8Kernel> kernels{d::wino_u8_rows_reference};
-  for (const auto k : fast_kernels()) kernels.push_back(k);
+  for (const auto& k : fast_kernels()) kernels.push_back(k.fn);
   for (const auto k : kernels) {
     const auto out = run_frame(l, k, in, 4, 4);
     for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], want[i % 64 % 8]) << i;

@@ -1,31 +1,35 @@
 // The oneDNN (CPU; float32, or the reduced precisions bfloat16 / int8, see Precision) implementation of backend.hpp.
 //
-// The network (docs/ALGORITHM.md §3.3-3.7) is a fixed chain of oneDNN primitives created once per plan():
+// The network (docs/ALGORITHM.md §3.3-3.7) is a fixed chain of layers created once per plan():
 //   conv1a relu conv1b relu pool | conv2a conv2b pool | conv3a conv3b pool | conv4a conv4b
 //   -> score head (3x3 + relu, 1x1 -> logits, nhwc)   [always]
 //   -> descriptor head (3x3 + relu, 1x1 -> descriptors, nhwc)   [run(true) only]
-// Bias and ReLU are fused into each convolution (bias term + eltwise post-op). Activations are in oneDNN's blocked
-// layout, nChw16c on AVX-512 (nChw8c below), requested explicitly: format_tag::any makes oneDNN 2.6 pick
-// channels-last brgemm kernels, measured 20% slower here, and Winograd wants the blocked layout anyway. The two last
-// 1x1 convolutions write channels-last directly into the executor's output buffers (their input is reordered
-// nChw16c -> nhwc first, 0.8 ms, because oneDNN's 1x1 kernel needs matching layouts; on AVX2 / SSE4.1 they write
-// blocked and a reorder fills the output buffer). Primitives and reordered weights are created in plan(); run()
-// only executes.
+// Each convolution runs on the kernel the kernel table chooses (kernel_table.hpp): oneDNN's primitives, or ours (fp32
+// and int8 Winograd for the 3x3 layers after conv1a, with bias, ReLU and the pool fused; conv1a writing u8 in an int8
+// plan). executor.hpp lists the files of the plan. On oneDNN's primitives bias and ReLU are fused into each
+// convolution (bias term + eltwise post-op). Activations are in oneDNN's blocked layout, nChw16c on AVX-512 (nChw8c
+// below), requested explicitly: format_tag::any makes oneDNN 2.6 pick channels-last brgemm kernels, measured 20%
+// slower here; our fp32 kernel reads and writes the same layouts. The two last 1x1 convolutions write channels-last
+// directly into the executor's output buffers (their input is reordered nChw16c -> nhwc first, 0.8 ms, because
+// oneDNN's 1x1 kernel needs matching layouts; on AVX2 / SSE4.1 they write blocked and a reorder fills the output
+// buffer). Primitives, reordered and transformed weights are created in plan(); run() only executes.
 //
-// Memory (issue 19): a plan owns its primitives; the weights in a primitive's layout are shared by the backend's
-// plans that want that layout (WeightCache, about 12 MB in fp32), and its activations, scratchpads, reorder buffers
-// and outputs are blocks of its slot's workspace (backend/workspace.hpp), placed by their lifetimes, bound at
-// run time. The full-resolution block runs in stripes (stripes.hpp, bit-identical), so the busiest step is conv3b's
-// F(4x4,3x3) Winograd transforms (oneDNN's scratchpad, about 145-170 bytes per frame pixel): the workspace is
-// about 250 bytes per frame pixel in fp32 (bench/bench_forward --frame WxH prints it; docs/BENCHMARKS.md).
+// Memory (issue 19): a plan owns its primitives; the weights in a primitive's layout (and our kernels' transformed
+// weights) are shared by the backend's plans that want that layout (WeightCache: 20 MB in fp32, 4x the raw 3x3
+// weights in the Winograd domain), and its activations, scratchpads, reorder buffers and outputs are blocks of its
+// slot's workspace (backend/workspace.hpp), placed by their lifetimes, bound at run time. The full-resolution block
+// runs in stripes (stripes.hpp, bit-identical); the workspace is about 150 bytes per frame pixel in fp32 (with our
+// Winograd, which transforms a block of tiles at a time; about 250 with oneDNN's; bench/bench_forward --frame WxH
+// prints it; docs/BENCHMARKS.md).
 //
 // Thread-safety: a Backend may be shared (plan() reads only immutable state); executors of one workspace slot run
 // one at a time (they share its workspace), executors of different slots side by side.
 //
-// Convolution algorithm (direct vs Winograd) is chosen per layer by a FIXED rule (choose_conv_algo) from the CPU
-// ISA and the layer shape, never by timing at run time: outputs must be bit-identical across runs, processes and
-// thread counts. SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto overrides the rule for experiments (auto =
-// oneDNN's convolution_auto), for every layer or per layer: "conv1b=winograd,*=direct".
+// Each convolution's kernel (oneDNN's direct or Winograd primitive, or one of ours) is chosen per layer by ONE FIXED
+// table from the layer's shape, its type and the CPU's units (kernel_table.hpp), never by timing at run time: outputs
+// must be bit-identical across runs, processes and thread counts. SUPERPOINT_RT_CONV_ALGO=direct|winograd|auto|ours
+// overrides the table for experiments (direct / winograd / auto: oneDNN's primitive with that algorithm; ours: our
+// kernel where one fits), for every layer or per layer: "conv1b=winograd,*=direct".
 //
 // Threads: Debian's oneDNN runs on OpenMP; every plan() and run() calls omp_set_num_threads(threads) on the
 // calling thread first (the ICV is per thread and the engine may call from different threads).
@@ -94,22 +98,6 @@ LayerPlan layer_plan(Precision p, const char* override_value);
 
 enum class ConvAlgo { Direct, Winograd, Auto };
 const char* to_string(ConvAlgo a) noexcept;
-
-/// One convolution as the algorithm rule sees it (output spatial size = input size: stride 1, "same" padding).
-struct ConvShape {
-  int in_channels = 0, out_channels = 0, kernel = 0;
-  int height = 0, width = 0;
-};
-
-/// The per-layer rule. `avx512_core`: oneDNN's effective ISA is at least avx512_core (its f32 Winograd kernel
-/// needs it). `override_value`: this layer's SUPERPOINT_RT_CONV_ALGO value (nullptr/empty = use the rule); an unknown
-/// value throws InvalidArgument naming it. A Winograd choice falls back to direct when oneDNN has no implementation
-/// for the shape (plan_description() then says "winograd->direct").
-/// `exact`: the plan is all-f32 (precision fp32, the path held to the PyTorch reference).
-/// Current rule on avx512_core: Winograd for 3x3 with IC, OC multiples of 16 and, when exact, OC <= 128
-/// (conv1b..conv4b; the 128->256 head convolutions too in the f32 layers of a bf16 or int8 plan); direct elsewhere
-/// (conv1a, the 1x1s). Reasons and measurements beside the code.
-ConvAlgo choose_conv_algo(const ConvShape& shape, bool avx512_core, bool exact, const char* override_value);
 
 /// The oneDNN backend ("onednn", device "cpu", precision "fp32", "bf16" or "int8"; int8 calibrates in here). Copies the
 /// weights; Backend::plan() reorders (and for bf16 converts) them into each plan's primitive layouts. Throws

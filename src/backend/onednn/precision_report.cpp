@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/onednn/kernel_table.hpp"
 #include "backend/onednn/onednn_backend.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/superpoint.hpp"
@@ -29,11 +30,28 @@ constexpr const char* kQualityBf16 =
 // 0.13 pt).
 constexpr const char* kQualityInt8Winograd =
     "F1@2 0.9731 / 0.9158; MMA, rep, MS within 0.24 pt; HA within 0.25 pt (440 pairs x 10 RANSAC draws)";
+// The same kernel's arithmetic on 256-bit registers (AVX2 / AVX-VNNI: the same bits as AVX-512 VNNI's; the 1x1 heads on
+// oneDNN's AVX2 int8 kernels), measured on an Intel Xeon capped by SUPERPOINT_RT_ISA=avx2-novnni, 2026-12-06 (issue
+// 33): HA@3 1.32 pt under fp32's, with a paired standard error of 0.73.
+constexpr const char* kQualityInt8Winograd256 =
+    "F1@2 0.9732 / 0.9132; MMA, rep, MS within 0.37 pt; HA within 1.32 pt (440 pairs x 10 RANSAC draws)";
 constexpr const char* kQualityInt8Direct =
     "F1@2 0.9742 / 0.9063; MMA, rep, MS within 0.34 pt; HA within 0.50 pt (440 pairs x 10 RANSAC draws)";
 
+// The kernel table's choice for the int8 plan's 3x3 layers (kernel_table.hpp), from the units alone: oneDNN is not
+// asked (this runs before a backend applies SUPERPOINT_RT_ISA's cap to oneDNN's JIT, which must come first).
+backend::onednn::KernelChoice int8_kernel(const util::CpuFeatures& f) {
+  backend::onednn::KernelCpu c;
+  c.avx2_fma = f.avx2_fma();
+  c.avx512 = f.avx512();
+  c.avx512_vnni = f.avx512() && f.avx512_vnni;
+  c.avx_vnni = f.avx2_fma() && f.avx_vnni;
+  c.amx = f.amx;
+  return backend::onednn::choose_kernel({64, 64, 3, backend::onednn::LayerType::Int8, false}, c);
+}
+
 bool int8_winograd(const util::CpuFeatures& f) {
-  return f.avx512() && f.avx512_vnni && !f.amx;  // OneDnnExecutor::prepare_wino's rule
+  return int8_kernel(f).kernel == backend::onednn::Kernel::WinoU8;
 }
 
 struct Speed {
@@ -42,22 +60,30 @@ struct Speed {
   const char* basis;
 };
 
-// Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition): medians of
-// `bench_forward --threads 2` or `superpoint-rt bench` with the plans interleaved (docs/BENCHMARKS.md, 2026-12-04:
-// int8 at 11:00 UTC (its Winograd plan 2026-12-05 11:35 UTC), bf16 at 20:43 UTC and 2026-12-05 01:06 UTC, their mean;
-// fp32 on its Winograd plan; the machine shared with other work: +-10 %).
+// Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition): the CPU time of
+// `bench_forward --threads 2 --precision fp32,int8,bf16` with the plans interleaved, fp32 on our F(4x4,3x3) Winograd
+// (docs/BENCHMARKS.md, 2026-12-06, issue 33; an Intel Xeon model 207, uncapped and capped by SUPERPOINT_RT_ISA; the
+// machine shared with other work: +-10 %).
 Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
   if (precision == "bf16") {
     if (f.amx) return {0.74, false, "expected: AMX, from the plan's f32 share (issue 12's simulation estimate)"};
-    return {0.84, true,
-            "measured: AMD Zen 4, AVX-512 BF16 without AMX, the 3x3 layers in f32 Winograd and descriptor_b in bf16, "
-            "against fp32's Winograd plan (0.80 and 0.88 in two runs)"};
+    return {1.07, true,
+            "measured: Intel Xeon, AVX-512 BF16 without AMX, the 3x3 layers in f32 Winograd (fp32's kernels) and "
+            "descriptor_b in bf16: no faster than fp32"};
   }
   if (f.amx) return {0.15, false, "expected: AMX, all-int8 at issue 12's 7x the f32 rate"};
-  if (int8_winograd(f))
-    return {0.42, true, "measured: AMD Zen 4, AVX-512 VNNI, 16-bit Winograd, against fp32's Winograd plan"};
-  if (f.avx512()) return {0.9, false, "expected: u8 x s8 kernels without VNNI (not measured)"};
-  return {0.50, true, "measured: AMD Zen 4 capped to AVX2 (SUPERPOINT_RT_ISA=avx2), all-int8 against direct fp32"};
+  const std::string variant = int8_kernel(f).variant;
+  if (variant == "avx512_vnni")
+    return {0.63, true, "measured: Intel Xeon, AVX-512 VNNI, 16-bit Winograd, against fp32's Winograd"};
+  if (variant == "avx_vnni")
+    return {0.59, true,
+            "measured: Intel Xeon capped to AVX2 + AVX-VNNI (SUPERPOINT_RT_ISA=avx2), 16-bit Winograd on vpdpwssd "
+            "ymm, against fp32's Winograd"};
+  if (variant == "avx2")
+    return {0.69, true,
+            "measured: Intel Xeon capped to AVX2 (SUPERPOINT_RT_ISA=avx2-novnni), 16-bit Winograd on vpmaddwd, "
+            "against fp32's Winograd"};
+  return {0.9, false, "expected: oneDNN's u8 x s8 direct kernels (not measured)"};
 }
 }  // namespace
 
@@ -83,7 +109,11 @@ std::vector<PrecisionReport> precisions_on_this_cpu() {
       r.time_vs_fp32 = s.time_vs_fp32;
       r.measured = s.measured;
       r.basis = s.basis;
-      r.quality = r.precision == "bf16" ? kQualityBf16 : int8_winograd(f) ? kQualityInt8Winograd : kQualityInt8Direct;
+      const std::string int8_variant = int8_kernel(f).variant;
+      r.quality = r.precision == "bf16"           ? kQualityBf16
+                  : int8_variant == "avx512_vnni" ? kQualityInt8Winograd
+                  : int8_winograd(f)              ? kQualityInt8Winograd256
+                                                  : kQualityInt8Direct;
     }
     out.push_back(std::move(r));
   }

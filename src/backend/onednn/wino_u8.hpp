@@ -1,6 +1,6 @@
-// The int8 plan's 3x3 layers after conv1a (with AVX-512 VNNI): a 3x3 convolution (stride 1, zero padding 1) + bias +
-// ReLU (+ the 2x2 max pooling that follows conv1b, conv2b and conv3b) of a u8 channels-last (NHWC) activation, by
-// Winograd F(4x4,3x3) in 16-bit integers, written straight as the next layer's u8 NHWC input.
+// The int8 plan's 3x3 layers after conv1a (AVX-512 VNNI, AVX-VNNI or AVX2): a 3x3 convolution (stride 1, zero padding
+// 1) + bias + ReLU (+ the 2x2 max pooling that follows conv1b, conv2b and conv3b) of a u8 channels-last (NHWC)
+// activation, by Winograd F(4x4,3x3) in 16-bit integers, written straight as the next layer's u8 NHWC input.
 //
 // Why: oneDNN's int8 direct kernels do 9 multiplies per output and input channel at 4 per 32-bit lane (vpdpbusd);
 // F(4x4,3x3) does 36 per 16 outputs (2.25 each) at 2 per lane (vpdpwssd), half the instructions. oneDNN's own int8
@@ -10,7 +10,8 @@
 // out, at no cost: an input channel's is folded into its weights, an output channel's into the dequantisation.
 //
 // The arithmetic, per 4x4 output tile (frame rows y..y+3, columns x..x+3; y and x multiples of 4), in this order (the
-// scalar reference and the AVX-512 VNNI kernel give the same bits; tests/backend/test_wino_u8.cpp; unpooled: q is
+// scalar reference and the AVX-512 VNNI, AVX-VNNI and AVX2 kernels give the same bits, the int32 sums being exact;
+// tests/backend/test_wino_u8.cpp; unpooled: q is
 // round-half-even(min(max(Y + bias * out_scale, 0), 255)) per value):
 //   d  = the 6x6 u8 input patch from (y - 1, x - 1), zero outside the frame or the rows the caller holds;
 //   V  = B^T d B in int16 (exact: |V| <= 20400; B^T of Lavin & Gray, "Fast Algorithms for Convolutional Neural
@@ -29,6 +30,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "backend/onednn/wino_transform.hpp"
 
 namespace superpoint_rt::backend::detail {
 
@@ -86,25 +89,20 @@ WinoTiles wino_tiles(const WinoU8Rows& r);
 /// `scratch`: wino_u8_scratch_bytes bytes, any alignment; one call at a time per scratch.
 using WinoU8Kernel = void (*)(const WinoU8View& k, const WinoU8Rows& r, void* scratch);
 void wino_u8_rows_reference(const WinoU8View& k, const WinoU8Rows& r, void* scratch);
-/// The same with AVX-512 F+BW+VNNI; call only where util::cpu_features().avx512() and avx512_vnni.
+/// The same with AVX-512 F+BW+VNNI; call only where util::cpu_features().avx512() and avx512_vnni. in_channels % 32,
+/// out_channels % 64.
 void wino_u8_rows_avx512vnni(const WinoU8View& k, const WinoU8Rows& r, void* scratch);
+/// The same with AVX2 (vpmaddwd + vpaddd); call only where util::cpu_features().avx2_fma(). in_channels % 16,
+/// out_channels % 16.
+void wino_u8_rows_avx2(const WinoU8View& k, const WinoU8Rows& r, void* scratch);
+/// The same with AVX-VNNI (vpdpwssd on 256-bit registers); call only where util::cpu_features().avx_vnni.
+/// in_channels % 16, out_channels % 16.
+void wino_u8_rows_avxvnni(const WinoU8View& k, const WinoU8Rows& r, void* scratch);
 
 /// Bytes of scratch either kernel needs per call.
 std::size_t wino_u8_scratch_bytes(int in_channels, int out_channels);
 /// Tiles the AVX-512 kernel transforms and multiplies together.
 constexpr int kWinoTiles = 6;
-
-/// The 1-D output transform A^T m of F(4x4,3x3) in the order both kernels use (float, no fused multiply-add):
-///   a = m1 + m2, b = m1 - m2, c = m3 + m4, d = m3 - m4;
-///   y0 = (m0 + a) + c, y1 = b + 2d, y2 = a + 4c, y3 = (b + 8d) + m5.
-template <class T>
-inline void wino_output_1d(const T m[6], T y[4]) {
-  const T a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
-  y[0] = (m[0] + a) + c;
-  y[1] = b + d * T(2);
-  y[2] = a + c * T(4);
-  y[3] = (b + d * T(8)) + m[5];
-}
 
 /// The 1-D input transform B^T x of F(4x4,3x3) (integers: exact in any order).
 template <class T>

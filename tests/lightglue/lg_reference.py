@@ -89,7 +89,8 @@ def run(model, k0, d0, size0, k1, d1, size1) -> Dict[str, np.ndarray]:
 def features(n: int, dim: int, size: Tuple[int, int], seed: int):
     """n keypoints in an image of `size` (W, H) and unit descriptors (SuperPoint's are unit vectors)."""
     rng = np.random.default_rng(seed)
-    k = (rng.random((n, 2)) * np.array(size)).astype(np.float32)
+    # On the image, as a detector's are (pixel centres: [0, side - 1]); the feature-file readers refuse points off it.
+    k = (rng.random((n, 2)) * (np.array(size) - 1)).astype(np.float32)
     d = rng.standard_normal((n, dim)).astype(np.float32)
     d /= np.linalg.norm(d, axis=1, keepdims=True)
     return k, d
@@ -101,7 +102,7 @@ def related_features(k, d, size, seed: int, keep: float = 0.7, noise: float = 0.
     rng = np.random.default_rng(seed)
     n = len(k)
     idx = rng.permutation(n)[: int(keep * n)]
-    k1 = k[idx] + rng.normal(0, 2.0, (len(idx), 2)).astype(np.float32)
+    k1 = np.clip(k[idx] + rng.normal(0, 2.0, (len(idx), 2)), 0, np.array(size) - 1).astype(np.float32)
     d1 = d[idx] + noise * rng.standard_normal((len(idx), d.shape[1])).astype(np.float32)
     kn, dn = features(n - len(idx), d.shape[1], size, seed + 1)
     k1 = np.concatenate([k1, kn]).astype(np.float32)

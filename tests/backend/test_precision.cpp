@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/onednn/kernel_table.hpp"
 #include "backend/onednn/onednn_backend.hpp"
 #include "common/test_util.hpp"
 #include "model/weights.hpp"
@@ -326,13 +327,16 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   const std::string d = ex->plan_description();
   std::cout << "int8 plan: " << d << "\n";
   EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
-  // Every 3x3 layer after conv1a: our 16-bit Winograd kernel (wino_u8.hpp) without AMX (AVX-512 VNNI, else AVX-VNNI,
-  // else AVX2), pools fused; else oneDNN's int8 direct kernels. The 1x1 layers: oneDNN's.
-  const auto& f = sp::util::cpu_features();
-  const bool wino = f.avx2_fma() && !f.amx;
-  const std::string kernel = f.avx512() && f.avx512_vnni ? ":int8:wino_u8(ours:avx512_vnni)"
-                             : f.avx_vnni                ? ":int8:wino_u8(ours:avx_vnni)"
-                                                         : ":int8:wino_u8(ours:avx2)";
+  // Every 3x3 layer after conv1a: the kernel the table chooses on this CPU (kernel_table.hpp, after the
+  // SUPERPOINT_RT_ISA cap): our 16-bit Winograd kernel (wino_u8.hpp) where it applies, pools fused; else oneDNN's
+  // int8 direct kernels. The 1x1 layers: oneDNN's. What runs where is the table's answer (KernelTable.* tests each
+  // row), never re-derived here from the CPU's units.
+  const auto& wt = real_weights();
+  const be::onednn::KernelCpu cpu = be::onednn::kernel_cpu();
+  const be::onednn::KernelChoice k3 = be::onednn::choose_kernel(
+      {wt.encoder[1].in_channels, wt.encoder[1].out_channels, 3, be::onednn::LayerType::Int8}, cpu);
+  const bool wino = k3.kernel == be::onednn::Kernel::WinoU8;
+  const std::string kernel = std::string(":int8:wino_u8(ours:") + k3.variant + ")";
   for (const char* l :
        {"conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a"})
     EXPECT_NE(layer_entry(d, l).find(wino ? kernel : ":int8:direct("), std::string::npos) << l << ": " << d;
@@ -347,11 +351,12 @@ TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
   for (const char* pool : {"pool1", "pool2", "pool3"})
     EXPECT_EQ(layer_entry(d, pool).find("in_conv") != std::string::npos, wino) << d;
   EXPECT_EQ(d.find("jit_int8_wino"), std::string::npos) << d;  // oneDNN's 8-bit Winograd costs homography accuracy
-  // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the CPU's kernel), which conv1b
-  // reads as it is.
-  const bool avx512 = sp::util::cpu_features().avx512();
-  EXPECT_NE(d.find(avx512 ? "conv1a:f32:conv1a_u8(ours:avx512)" : "conv1a:f32:conv1a_u8(ours:avx2)"), std::string::npos)
-      << d;
+  // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the table's kernel for this CPU),
+  // which conv1b reads as it is.
+  const be::onednn::KernelChoice k1 =
+      be::onednn::choose_kernel({1, wt.encoder[0].out_channels, 3, be::onednn::LayerType::F32, true}, cpu);
+  ASSERT_EQ(k1.kernel, be::onednn::Kernel::Conv1aU8);
+  EXPECT_NE(d.find(std::string("conv1a:f32:conv1a_u8(ours:") + k1.variant + ")"), std::string::npos) << d;
   EXPECT_EQ(d.find("reorder"), std::string::npos) << d;
 }
 
@@ -359,9 +364,11 @@ TEST(Precision, Int8WinogradLayersStayCloseToTheDirectKernel) {
   // The same int8 plan on oneDNN's direct kernels (SUPERPOINT_RT_CONV_ALGO=conv1b=direct, which keeps every layer
   // there): the two differ by the weights' rounding only (8-bit codes against 11-13-bit
   // transformed weights), so their outputs agree to about the int8 plan's own distance from fp32 or better.
-  const auto& f = sp::util::cpu_features();
-  if (!f.avx2_fma() || f.amx) {
-    std::cout << "no AVX2 (or AMX) here: oneDNN's direct kernels in both\n";
+  const auto& wt = real_weights();
+  if (be::onednn::choose_kernel({wt.encoder[1].in_channels, wt.encoder[1].out_channels, 3, be::onednn::LayerType::Int8},
+                                be::onednn::kernel_cpu())
+          .kernel != be::onednn::Kernel::WinoU8) {
+    std::cout << "the kernel table chooses oneDNN's direct kernels here: the same kernels in both\n";
     auto b = int8_backend(1);
     if (b) {
       EXPECT_EQ(b->plan({64, 64})->plan_description().find("wino_u8"), std::string::npos);

@@ -65,8 +65,12 @@ else
   # (warnings as errors), so that the library's objects come from build/'s compile instead of a second one.
   ccache_env=()
   if command -v ccache >/dev/null && [ -f "$root/build/CMakeCache.txt" ]; then
+    # The compilers by build/'s names too: ccache keys on the compiler's name, and scikit-build-core would otherwise
+    # call g++ as x86_64-linux-gnu-g++ where build/ calls it c++ (0 hits of 104 until it did).
     ccache_env=(CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$root"
-      SKBUILD_BUILD_DIR="$root/build-wheel" SKBUILD_CMAKE_DEFINE="SUPERPOINT_RT_WERROR=ON")
+      SKBUILD_BUILD_DIR="$root/build-wheel" SKBUILD_CMAKE_DEFINE="SUPERPOINT_RT_WERROR=ON"
+      CC="$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$root/build/CMakeCache.txt")"
+      CXX="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$root/build/CMakeCache.txt")")
     ccache -z >/dev/null
   fi
   env "${ccache_env[@]}" CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-$(nproc)}" \

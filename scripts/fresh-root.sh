@@ -42,6 +42,9 @@ fresh_root_create() {
     mmdebstrap --quiet --variant=apt bookworm "$dir" "${sources[@]}"
   fi
 
+  # dpkg without an fsync per file, as Debian's container images install packages (dpkg's force-unsafe-io): the
+  # same packages, installed by the same commands, in a fraction of the time on a root that is thrown away.
+  mkdir -p "$dir/etc/dpkg/dpkg.cfg.d" && echo force-unsafe-io >"$dir/etc/dpkg/dpkg.cfg.d/sprt-unsafe-io"
   [ -f /etc/pip.conf ] && cp /etc/pip.conf "$dir/etc/pip.conf"
   if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
     mkdir -p "$dir/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/"

@@ -45,16 +45,20 @@ fi
 mkdir -p "$build"
 
 # Configure + build only the harnesses (not the tests, CLI, benchmarks or Python module). RelWithDebInfo: optimised
-# like the code that ships, with line numbers in the sanitizer reports.
+# like the code that ships, with line numbers in the sanitizer reports. A folder configured already with the harnesses
+# on is built as it is: scripts/test.sh's sanitizer tree (build-san/) holds the harnesses and the ASan + UBSan tests
+# over one compile of the library.
 (
   flock 9
-  launcher=()
-  if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  if ! grep -qs '^SUPERPOINT_RT_FUZZ:BOOL=ON$' "$build/CMakeCache.txt"; then
+    launcher=()
+    if command -v ccache >/dev/null; then
+      launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    fi
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+      -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" -DSUPERPOINT_RT_FUZZ=ON -DSUPERPOINT_RT_SANITIZE=ON \
+      -DSUPERPOINT_RT_TESTS=OFF -DSUPERPOINT_RT_CLI=OFF -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF >/dev/null
   fi
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
-    -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" -DSUPERPOINT_RT_FUZZ=ON -DSUPERPOINT_RT_SANITIZE=ON \
-    -DSUPERPOINT_RT_TESTS=OFF -DSUPERPOINT_RT_CLI=OFF -DSUPERPOINT_RT_BENCH=OFF -DSUPERPOINT_RT_PYTHON=OFF >/dev/null
   CCACHE_BASEDIR="$root" ninja -C "$build" -j"${JOBS:-$(nproc)}" "${harnesses[@]/#/fuzz_}"
   # The seeds are remade when the generator changed (not under a harness that is reading them: runs may overlap).
   if [ ! -f "$build/fuzz/seeds/.stamp" ] || [ "$root/fuzz/make_seeds.py" -nt "$build/fuzz/seeds/.stamp" ]; then

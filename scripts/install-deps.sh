@@ -2,7 +2,7 @@
 # Installs every system package superpoint-rt needs to build and run (and with --test, to test), on Debian 12 as root
 # (or with sudo). Idempotent: packages already present are left alone.
 #   bash scripts/install-deps.sh           build + run (the README's first command)
-#   bash scripts/install-deps.sh --test    also what the test command needs
+#   bash scripts/install-deps.sh --test    also what the test command needs (less the stages its SKIP_* variables skip)
 # Python packages are installed into venvs by the scripts that need them (scripts/test.sh, bench/setup-peers.sh),
 # never system-wide.
 set -euo pipefail
@@ -22,12 +22,18 @@ if [ "${1:-}" = "--test" ]; then
   pkgs+=(
     git clang-format                           # the test command lists tracked files and checks their format
     libgtest-dev wrk                           # C++ tests, HTTP load runs
-    clang libclang-rt-14-dev                   # libFuzzer harnesses (scripts/fuzz.sh)
-    mmdebstrap                                 # the fresh Debian root (scripts/check-fresh-root.sh)
     file                                       # CPack's DEB generator runs it before dpkg-shlibdeps (check-deb.sh)
     python3-opencv                             # the reference of the cv2-exact decoders (tests/python/test_decode_cv2.py)
     python3-torch                              # the torch reference of kornia's resize (tests/python/test_resize_float.py)
   )
+  # The stages scripts/test.sh runs with SKIP_SANITIZERS / SKIP_FUZZ / SKIP_FRESH_ROOT unset (the same variables):
+  # the fresh root's Release pass skips them, and so skips their packages.
+  if [ "${SKIP_SANITIZERS:-0}" != "1" ] || [ "${SKIP_FUZZ:-0}" != "1" ]; then
+    pkgs+=(clang libclang-rt-14-dev)           # the sanitizer tree and the libFuzzer harnesses (clang)
+  fi
+  if [ "${SKIP_FRESH_ROOT:-0}" != "1" ]; then
+    pkgs+=(mmdebstrap)                         # the fresh Debian roots (scripts/fresh-root.sh)
+  fi
 fi
 
 missing=()

@@ -63,7 +63,7 @@ constexpr int kAssignBlock = 32;  // rows of sim per assignment task
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // What one match() call holds, in floats (int32 and float are both 4 bytes), buffer by buffer as the code below
-// allocates them: LightGlue::memory_bound() adds these up, so a change to a buffer changes it here
+// allocates them: LightGlue::memory_bound() adds these up, so a buffer changed there must be changed here
 // (tests/lightglue/test_lightglue_api.cpp measures the peak against it).
 // An image's Prepared: desc (n x d), cos and sin (n x hd / 2 each).
 std::size_t prepared_floats(std::size_t n, std::size_t d, std::size_t half) {

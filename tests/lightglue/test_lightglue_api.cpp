@@ -225,7 +225,7 @@ TEST(LightGlueParams, TableRangesAndText) {
 }
 
 // Resident memory in bytes from /proc/self/status (VmRSS or VmHWM, its peak since the last reset).
-std::int64_t status_bytes(const std::string& key) {
+[[maybe_unused]] std::int64_t status_bytes(const std::string& key) {  // unused under ASan (below)
   std::ifstream f("/proc/self/status");
   std::string line;
   while (std::getline(f, line))

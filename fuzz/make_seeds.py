@@ -196,6 +196,11 @@ def http_seeds(png: bytes, jpg: bytes):
     body, ctype = multipart([("image0", "a.png", "image/png", png), ("image1", "b.jpg", "image/jpeg", jpg)])
     s.append(("match", req("POST", "/v1/match?conf=NN-ratio&ratio=0.9&distance=0.7&mutual=false&max_keypoints=5",
                            [("Content-Type", ctype)], body)))
+    # LightGlue's fields (a harness server has no --matcher-weights: 422 naming the flag, after every field is parsed).
+    s.append(("match_lightglue", req("POST", "/v1/match?matcher=lightglue&depth_confidence=0.9&width_confidence=-1"
+                                     "&filter_threshold=0.2&max_keypoints=5", [("Content-Type", ctype)], body)))
+    s.append(("match_lightglue_nn_field", req("POST", "/v1/match?matcher=lightglue&ratio=0.8",
+                                              [("Content-Type", ctype)], body)))
     body, ctype = multipart([("image0", "a.png", "image/png", png), ("image0", "b.png", None, png)])
     s.append(("match_bad_fields", req("POST", "/v1/match?conf=superglue", [("Content-Type", ctype)], body)))
     chunked = f"{len(png):x}\r\n".encode() + png + b"\r\n0\r\n\r\n"

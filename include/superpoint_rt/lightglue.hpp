@@ -18,15 +18,22 @@
 // stop layer, matching scores within 1e-3 (tests/lightglue/).
 //
 // Thread-safety: a LightGlue is immutable after construction; match() and prepare() may be called from any number of
-// threads at once. A call uses up to LightGlueOptions::threads OpenMP threads on the process's compute thread.
+// threads at once. A call uses up to LightGlueOptions::threads OpenMP threads on the process's compute thread; with
+// threads = 1 it runs on the calling thread instead, so that one-thread calls of several threads run at once.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "superpoint_rt/errors.hpp"
+#include "superpoint_rt/params.hpp"
 
 namespace superpoint_rt {
 
@@ -41,7 +48,8 @@ struct LightGlueFeatures {
   float width = 0, height = 0;
 };
 
-/// cvg's LightGlue.default_conf values that change a match (the network's shape comes from the weights).
+/// cvg's LightGlue.default_conf values that change a match (the network's shape comes from the weights). The
+/// defaults here are THE defaults; the names and ranges are lightglue_param_specs()'s.
 struct LightGlueOptions {
   /// Early exit: stop after a layer when more than this share of the points is confident; -1 (any value <= 0) = off
   /// (cvg's depth_confidence, default 0.95).
@@ -53,9 +61,36 @@ struct LightGlueOptions {
   double filter_threshold = 0.1;
   /// OpenMP threads of one call; 0 = all cores.
   int threads = 0;
-  /// Throws Error(InvalidArgument) naming the field: confidences above 1 or NaN, a threshold outside [0, 1],
+  /// Cancellation (e.g. a deadline): when set, called before each layer and before the assignment, on the thread
+  /// that runs them (the caller's with threads = 1, else the process's compute thread); when it returns true the
+  /// call stops there and throws LightGlueCancelled. A layer is the unit of work between two calls (its self and
+  /// cross blocks: about 1 / 9 of a full pass). Must not throw.
+  std::function<bool()> cancel;
+  /// Throws Error(InvalidArgument) naming the field and its range (lightglue_param_specs()), NaN included;
   /// threads < 0.
   void validate() const;
+};
+
+/// LightGlue's match-time parameters (depth_confidence, width_confidence, filter_threshold: cvg's names) in the form
+/// of the request parameter table: the CLI flags (--depth-confidence, ...), the HTTP query fields of
+/// /v1/match?matcher=lightglue and the docs derive their names and ranges from it; defaults: LightGlueOptions{}.
+std::span<const ParamSpec> lightglue_param_specs() noexcept;
+/// Sets one of them from its text form (a decimal number). Throws Error(InvalidArgument) naming the parameter, the
+/// value and the allowed range, or an unknown name.
+void set_lightglue_param_text(LightGlueOptions& o, std::string_view name, std::string_view value);
+/// A parameter's value in `o` (for /v1/info and answers). Throws Error(InvalidArgument) for an unknown name.
+double lightglue_param_value(const LightGlueOptions& o, std::string_view name);
+
+/// Thrown by LightGlue::match when LightGlueOptions::cancel asked it to stop: an Error of kind Overloaded, told apart
+/// by its type (the HTTP server answers it with 504). `layers_done()`: the layers that had run.
+class LightGlueCancelled : public Error {
+ public:
+  LightGlueCancelled(const std::string& message, int layers_done)
+      : Error(ErrorKind::Overloaded, message), layers_done_(layers_done) {}
+  int layers_done() const noexcept { return layers_done_; }
+
+ private:
+  int layers_done_;
 };
 
 /// The result of one pair, in cvg's form.
@@ -101,6 +136,13 @@ class LightGlue {
                          const LightGlueOptions& options = {}) const;
   std::shared_ptr<const Prepared> prepare(const LightGlueFeatures& image, int threads = 0) const;
   LightGlueMatches match(const Prepared& image0, const Prepared& image1, const LightGlueOptions& options = {}) const;
+
+  /// An upper bound of the bytes one match(image0, image1, options) call on n0 and n1 keypoints holds at once with
+  /// `threads` threads (0 = all cores): both images' prepared inputs, the layers' state, each thread's attention
+  /// and assignment blocks, oneDNN's packing of the matrix products and the result. Linear in n0 + n1: attention
+  /// and the assignment run in tiles (each thread's block of the assignment holds a few dozen rows of n1). For a
+  /// caller's memory budget (the HTTP server's /v1/match?matcher=lightglue).
+  std::size_t memory_bound(std::size_t n0, std::size_t n1, int threads) const noexcept;
 
   int input_dim() const noexcept;       // the descriptors' dim (256 SuperPoint, 128 DISK / ALIKED)
   int descriptor_dim() const noexcept;  // the network's width (256)

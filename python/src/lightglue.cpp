@@ -56,9 +56,27 @@ py::dict to_dict(const sp::LightGlueMatches& r) {
   return d;
 }
 
+// lightglue_param_specs() with LightGlueOptions' defaults: the Python keywords' defaults and ranges.
+py::list params_list() {
+  py::list out;
+  const sp::LightGlueOptions defaults;
+  for (const auto& s : sp::lightglue_param_specs()) {
+    py::dict d;
+    d["name"] = std::string(s.name);
+    d["min"] = s.min;
+    d["max"] = s.max;
+    d["default"] = sp::lightglue_param_value(defaults, s.name);
+    d["range"] = std::string(s.range_text);
+    d["help"] = std::string(s.help);
+    out.append(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_lightglue(py::module_& m) {
+  m.def("lightglue_params", &params_list);
   py::class_<sp::LightGlue>(m, "LightGlueMatcher")
       .def(py::init([](const std::string& weights, const std::string& revision, const std::string& cache_dir,
                        bool local_files_only) {
@@ -75,7 +93,12 @@ void register_lightglue(py::module_& m) {
             sp::LightGlueMatches r;
             {
               py::gil_scoped_release nogil;
-              r = lg.match(a, b, {depth, width, filter, threads});
+              sp::LightGlueOptions o;
+              o.depth_confidence = depth;
+              o.width_confidence = width;
+              o.filter_threshold = filter;
+              o.threads = threads;
+              r = lg.match(a, b, o);
             }
             return to_dict(r);
           },

@@ -55,6 +55,21 @@ def _image(d: Any, which: str):
     return kpts, desc, w, h
 
 
+# depth_confidence, width_confidence, filter_threshold: names, ranges and defaults from the library's one table
+# (superpoint_rt/lightglue.hpp lightglue_param_specs, LightGlueOptions), as the CLI flags and the HTTP fields.
+_PARAMS = {p["name"]: p for p in _core.lightglue_params()}
+
+
+def _param(name: str, value: Any) -> float:
+    p = _PARAMS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number ({p['range']}), got {type(value).__name__}")
+    x = float(value)
+    if not (p["min"] <= x <= p["max"]):
+        raise ValueError(f"{name}: {x} is out of range (allowed: {p['range']})")
+    return x
+
+
 class LightGlue:
     """cvg's LightGlue matcher on the CPU, exact to its PyTorch code (docs/MATCHING.md).
 
@@ -64,15 +79,17 @@ class LightGlue:
     `depth_confidence`, `width_confidence` (-1 = off) and `filter_threshold` as cvg's conf; `threads` 0 = all cores.
     """
 
-    def __init__(self, weights: "str | os.PathLike[str]", *, depth_confidence: float = 0.95,
-                 width_confidence: float = 0.99, filter_threshold: float = 0.1, threads: int = 0,
+    def __init__(self, weights: "str | os.PathLike[str]", *,
+                 depth_confidence: float = _PARAMS["depth_confidence"]["default"],
+                 width_confidence: float = _PARAMS["width_confidence"]["default"],
+                 filter_threshold: float = _PARAMS["filter_threshold"]["default"], threads: int = 0,
                  revision: Optional[str] = None, cache_dir: Optional[str] = None,
                  local_files_only: bool = False) -> None:
         self._m = _core.LightGlueMatcher(os.fspath(weights), revision or "", os.fspath(cache_dir or ""),
                                          bool(local_files_only))
-        self.depth_confidence = float(depth_confidence)
-        self.width_confidence = float(width_confidence)
-        self.filter_threshold = float(filter_threshold)
+        self.depth_confidence = _param("depth_confidence", depth_confidence)
+        self.width_confidence = _param("width_confidence", width_confidence)
+        self.filter_threshold = _param("filter_threshold", filter_threshold)
         self.threads = check_int("threads", threads, 0, 1 << 16, " (0 = all cores)")
 
     @property

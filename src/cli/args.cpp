@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 
 #include "batch/batch.hpp"
 
@@ -210,6 +211,42 @@ std::string match_flags_help() {
     if (s.type != ParamType::Bool) line.append(" ").append(s.range_text);
     if (line.size() < 44) line.resize(44, ' ');
     out.append(line).append(" ").append(s.help).append("\n");
+  }
+  return out;
+}
+
+bool parse_lightglue_flag(ArgReader& args, const std::string& flag, LightGlueOptions& o) {
+  if (flag.rfind("--", 0) != 0) return false;
+  std::string name = flag.substr(2);
+  std::replace(name.begin(), name.end(), '-', '_');
+  const ParamSpec* spec = nullptr;
+  for (const auto& s : lightglue_param_specs())
+    if (s.name == name) spec = &s;
+  if (!spec) return false;
+  const std::string value = args.value(flag);
+  try {
+    set_lightglue_param_text(o, spec->name, value);
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind(std::string(spec->name), 0) == 0) msg = flag + msg.substr(spec->name.size());
+    throw UsageError(msg);
+  }
+  return true;
+}
+
+std::string lightglue_flags_help() {
+  std::string out;
+  const LightGlueOptions defaults;
+  for (const auto& s : lightglue_param_specs()) {
+    std::string line("  --");
+    std::string name(s.name);
+    std::replace(name.begin(), name.end(), '_', '-');
+    line.append(name).append(" X");
+    if (line.size() < 44) line.resize(44, ' ');
+    std::ostringstream d;
+    d << lightglue_param_value(defaults, s.name);
+    out.append(line).append(" ").append(s.help).append(" (").append(s.range_text).append("; default ").append(d.str());
+    out.append(")\n");
   }
   return out;
 }

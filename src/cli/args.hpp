@@ -62,6 +62,11 @@ Options default_cli_options();
 bool parse_match_flag(ArgReader& args, const std::string& flag, MatchParams& params);
 /// Their flags with ranges and help, one per line (for --help texts).
 std::string match_flags_help();
+/// LightGlue's match-time flags from lightglue_param_specs() (--depth-confidence, --width-confidence,
+/// --filter-threshold): true when `flag` is one (its value read and set), false otherwise; UsageError for a bad value.
+bool parse_lightglue_flag(ArgReader& args, const std::string& flag, LightGlueOptions& options);
+/// Their help lines (flag, what, range, default), one per line.
+std::string lightglue_flags_help();
 
 /// A progress bar on stderr when it is a terminal (rewritten in place), plain lines every 10 s otherwise:
 /// "progress: 3/10 images  1.50 img/s  ETA 0:00:05" (`items` = "images", `rate_unit` = "img/s").

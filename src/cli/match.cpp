@@ -1,6 +1,5 @@
 // superpoint-rt match: hloc's match_features with its nearest-neighbour and LightGlue confs (features.h5 + pairs.txt
 // -> matches.h5), see superpoint_rt/match.hpp and superpoint_rt/lightglue.hpp.
-#include <charconv>
 #include <iostream>
 
 #include "cli/args.hpp"
@@ -24,10 +23,8 @@ std::string usage() {
          "LightGlue (--conf superpoint+lightglue, disk+lightglue or aliked+lightglue, hloc's confs):\n"
          "  --matcher-weights PATH|REPO                cvg's .pth, a .safetensors, a folder or a Hugging Face repo\n"
          "                                             (default: cvg's checkpoint in torch's hub cache; for\n"
-         "                                             superpoint+lightglue else ETH-CVG/lightglue_superpoint)\n"
-         "  --depth-confidence X                       early exit (cvg's depth_confidence, default 0.95; -1 = off)\n"
-         "  --width-confidence X                       point pruning (cvg's width_confidence, default 0.99; -1 = off)\n"
-         "  --revision R, --cache-dir DIR, --local-files-only   for a Hugging Face repo\n" +
+         "                                             superpoint+lightglue else ETH-CVG/lightglue_superpoint)\n" +
+         lightglue_flags_help() + "  --revision R, --cache-dir DIR, --local-files-only   for a Hugging Face repo\n" +
          "  --features-ref REF.h5                      the second image of each pair from this file (features_ref)\n"
          "  --threads N                                compute threads (default 0 = all cores)\n"
          "  --cache-mb MB                              descriptors kept in memory (default 2048)\n";
@@ -41,17 +38,9 @@ int match_main(int argc, char** argv) {
   bool quiet = false;
   const LightGlueConf* lightglue = nullptr;
   std::string matcher_weights;
+  std::string lightglue_flag;  // the last LightGlue flag given, for the message when the conf is not LightGlue's
   LightGlueLoad load;
   ArgReader args(argc, argv, 2);
-  // A confidence: a decimal number <= 1 (-1, or any value <= 0, turns the step off).
-  auto confidence = [&](const std::string& flag) {
-    const std::string v = args.value(flag);
-    double x = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(x <= 1.0))
-      throw UsageError("match: " + flag + " '" + v + "' is not a number <= 1 (-1 = off)");
-    return x;
-  };
   while (!args.done()) {
     const std::string a = args.next();
     if (a == "-h" || a == "--help") {
@@ -71,12 +60,12 @@ int match_main(int argc, char** argv) {
       continue;
     }
     if (parse_match_flag(args, a, params)) continue;
+    if (parse_lightglue_flag(args, a, config.lightglue_options)) {
+      lightglue_flag = a;
+      continue;
+    }
     if (a == "--matcher-weights")
       matcher_weights = args.value(a);
-    else if (a == "--depth-confidence")
-      config.lightglue_options.depth_confidence = confidence(a);
-    else if (a == "--width-confidence")
-      config.lightglue_options.width_confidence = confidence(a);
     else if (a == "--revision")
       load.revision = args.value(a);
     else if (a == "--cache-dir")
@@ -119,10 +108,9 @@ int match_main(int argc, char** argv) {
       throw UsageError("match: --conf " + std::string(lightglue->name) + " takes descriptors of dim " +
                        std::to_string(lightglue->input_dim) + ", but the weights " + config.lightglue->source() +
                        " take " + std::to_string(config.lightglue->input_dim()));
-  } else if (!matcher_weights.empty()) {
-    throw UsageError(
-        "match: --matcher-weights needs a LightGlue --conf (superpoint+lightglue, disk+lightglue, "
-        "aliked+lightglue)");
+  } else if (!matcher_weights.empty() || !lightglue_flag.empty()) {
+    throw UsageError("match: " + (matcher_weights.empty() ? lightglue_flag : std::string("--matcher-weights")) +
+                     " needs a LightGlue --conf (superpoint+lightglue, disk+lightglue, aliked+lightglue)");
   }
   Progress progress(!quiet, "pairs", "pairs/s");
   config.on_progress = [&](std::size_t done, std::size_t total, double s) { progress.update(done, total, s); };

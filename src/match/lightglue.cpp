@@ -19,13 +19,16 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 #include "match/lg_kernels.hpp"
 #include "match/lightglue_model.hpp"
@@ -59,12 +62,71 @@ constexpr int kKeyTile = 2048;    // keys per online-softmax step (64 x 2048 log
 constexpr int kAssignBlock = 32;  // rows of sim per assignment task
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// What one match() call holds, in floats (int32 and float are both 4 bytes), buffer by buffer as the code below
+// allocates them: LightGlue::memory_bound() adds these up, so a buffer changed there must be changed here
+// (tests/lightglue/test_lightglue_api.cpp measures the peak against it).
+// An image's Prepared: desc (n x d), cos and sin (n x hd / 2 each).
+std::size_t prepared_floats(std::size_t n, std::size_t d, std::size_t half) {
+  return n * (d + 2 * half);
+}
+// The layers' State on rows = n0 + n1: x (d), qkv (3d), ctx (d), cat (2d), hid (2d), cos and sin (hd / 2 each), ind.
+std::size_t state_floats(std::size_t rows, std::size_t d, std::size_t half) {
+  return rows * (9 * d + 2 * half + 1);
+}
+// Per layer: point_heads' y (2 per row), z, tok, and the pruning mask (a byte per row, counted as a float).
+std::size_t heads_floats(std::size_t rows) {
+  return rows * 5;
+}
+// attention(): each thread's logits tile (kQueryBlock x kKeyTile), accumulator (kQueryBlock x hd) and running max,
+// sum and rescale factor.
+std::size_t attention_thread_floats(std::size_t hd) {
+  return static_cast<std::size_t>(kQueryBlock) * (kKeyTile + hd + 3);
+}
+// assign(): mdesc (rows x d), the heads (up to 4 per row: y, z, tok), log-sigmoids, row max / log-sum-exp / best /
+// argmax (n0 each), column max / log-sum-exp (n1 each); per thread a block of kAssignBlock rows of sim, exp row, and
+// the column running max, sum, best and argmax (n1 each).
+std::size_t assign_floats(std::size_t n0, std::size_t n1, std::size_t d) {
+  return (n0 + n1) * (d + 5) + 4 * n0 + 2 * n1;
+}
+std::size_t assign_thread_floats(std::size_t n1) {
+  return (static_cast<std::size_t>(kAssignBlock) + 5) * n1;
+}
+// The result (matches0/1, scores0/1, prune0/1) and filter_matches' scores and mask of image 0's points.
+std::size_t result_floats(std::size_t n0, std::size_t n1) {
+  return 3 * (n0 + n1) + 2 * n0;
+}
+// oneDNN's sgemm packs blocks of its operands per thread (its gemm driver's buffers: a few MiB for float32 at the
+// blocking of AVX-512 and AVX2) besides its fixed scratch; with the vectors' allocator slack, the allowance here.
+constexpr std::size_t kGemmBytesPerThread = std::size_t{8} << 20;
+constexpr std::size_t kFixedBytes = std::size_t{1} << 20;  // the jobs' tables, the team's bookkeeping
+
 [[noreturn]] void invalid(const std::string& m) {
   throw Error(ErrorKind::InvalidArgument, m);
 }
 
 int default_threads() {
   return std::max(1, omp_get_num_procs());
+}
+
+// Runs f with `threads` OpenMP threads. More than one: on the process's compute thread (util/compute_thread.hpp),
+// where the engines' forwards run (a second team would make libgomp stop spinning at their barriers), as the
+// nearest-neighbour Matcher does. One: on the calling thread, which then opens no team (its regions run serially),
+// so that calls of several threads (the HTTP server's workers) run at once; its OpenMP thread count is restored.
+template <class F>
+void on_team(int threads, F&& f) {
+  if (threads > 1) {
+    util::on_compute([&] {
+      omp_set_num_threads(threads);
+      f();
+    });
+    return;
+  }
+  struct Restore {
+    int previous = omp_get_max_threads();
+    ~Restore() { omp_set_num_threads(previous); }
+  } restore;
+  omp_set_num_threads(1);
+  f();
 }
 
 void sgemm(char ta, char tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a, std::size_t lda,
@@ -500,16 +562,104 @@ void check_features(const LightGlueFeatures& f, int input_dim, const char* which
 
 }  // namespace
 
+namespace {
+
+// cvg's LightGlue.default_conf names; -1 is cvg's "off" for the two confidences (any value <= 0 turns them off in
+// its code: `> 0` tests), so the range starts there.
+const std::array<ParamSpec, 3> kLightGlueSpecs{{
+    {"depth_confidence",
+     ParamType::Float,
+     -1,
+     1,
+     {},
+     "-1..1, <= 0 = off",
+     "early exit: stop after a layer when more than this share of the points is confident (cvg's depth_confidence)",
+     false},
+    {"width_confidence",
+     ParamType::Float,
+     -1,
+     1,
+     {},
+     "-1..1, <= 0 = off",
+     "point pruning: drop confident points whose matchability is at most 1 - this (cvg's width_confidence)",
+     false},
+    {"filter_threshold",
+     ParamType::Float,
+     0,
+     1,
+     {},
+     "0..1",
+     "a match's score must exceed this (cvg's filter_threshold)",
+     false},
+}};
+
+const ParamSpec& lightglue_spec(std::string_view name) {
+  for (const auto& s : kLightGlueSpecs)
+    if (s.name == name) return s;
+  invalid("unknown LightGlue parameter '" + std::string(name) +
+          "' (allowed: depth_confidence, width_confidence, filter_threshold)");
+}
+
+// The field of `o` (const or not) that a table entry names.
+template <class Options>
+auto& lightglue_field(Options& o, std::string_view name) {
+  const std::string_view n = lightglue_spec(name).name;
+  return n == "depth_confidence"   ? o.depth_confidence
+         : n == "width_confidence" ? o.width_confidence
+                                   : o.filter_threshold;
+}
+
+std::string number_text(double x) {
+  std::ostringstream t;
+  t << x;
+  return t.str();
+}
+
+void check_lightglue_param(const ParamSpec& spec, double v) {
+  if (!(v >= spec.min && v <= spec.max))
+    invalid(std::string(spec.name) + ": " + number_text(v) +
+            " is out of range (allowed: " + std::string(spec.range_text) + ")");
+}
+
+}  // namespace
+
+std::span<const ParamSpec> lightglue_param_specs() noexcept {
+  return kLightGlueSpecs;
+}
+
+void set_lightglue_param_text(LightGlueOptions& o, std::string_view name, std::string_view value) {
+  const ParamSpec& spec = lightglue_spec(name);
+  // Decimal only, as the matcher's other fields (std::from_chars: no locale, no hex floats, no leading space).
+  const std::string text(value);
+  double x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    invalid(std::string(spec.name) + ": '" + text + "' is not a number (allowed: " + std::string(spec.range_text) +
+            ")");
+  check_lightglue_param(spec, x);
+  lightglue_field(o, spec.name) = x;
+}
+
+double lightglue_param_value(const LightGlueOptions& o, std::string_view name) {
+  return lightglue_field(o, name);
+}
+
 void LightGlueOptions::validate() const {
-  auto conf = [](const char* name, double v) {
-    if (!(v <= 1.0))
-      invalid(std::string(name) + ": " + std::to_string(v) + " is out of range (allowed: <= 1, -1 = off)");
-  };
-  conf("depth_confidence", depth_confidence);
-  conf("width_confidence", width_confidence);
-  if (!(filter_threshold >= 0.0 && filter_threshold <= 1.0))
-    invalid("filter_threshold: " + std::to_string(filter_threshold) + " is out of range (allowed: 0..1)");
+  for (const auto& spec : kLightGlueSpecs) check_lightglue_param(spec, lightglue_param_value(*this, spec.name));
   if (threads < 0) invalid("threads: " + std::to_string(threads) + " is out of range (allowed: >= 0, 0 = all cores)");
+}
+
+std::size_t LightGlue::memory_bound(std::size_t n0, std::size_t n1, int threads) const noexcept {
+  const Weights& w = impl_->w;
+  const auto d = static_cast<std::size_t>(w.dim), hd = static_cast<std::size_t>(w.head_dim), half = hd / 2;
+  const auto team = static_cast<std::size_t>(threads > 0 ? threads : default_threads());
+  const std::size_t rows = n0 + n1;
+  // The layers and the assignment do not overlap (the heads' buffers of the last layer are gone by then), but a
+  // bound may add them: the sum is what is counted.
+  const std::size_t floats = prepared_floats(n0, d, half) + prepared_floats(n1, d, half) + state_floats(rows, d, half) +
+                             heads_floats(rows) + team * attention_thread_floats(hd) + assign_floats(n0, n1, d) +
+                             team * assign_thread_floats(n1) + result_floats(n0, n1);
+  return sizeof(float) * floats + team * kGemmBytesPerThread + kFixedBytes;
 }
 
 std::vector<std::array<std::int32_t, 2>> LightGlueMatches::pairs() const {
@@ -584,10 +734,8 @@ std::shared_ptr<const LightGlue::Prepared> LightGlue::prepare(const LightGlueFea
   }
   p->desc.resize(n * d);
   if (w.input_proj) {
-    util::on_compute([&] {
-      omp_set_num_threads(threads > 0 ? threads : default_threads());
-      linear(f.descriptors, n, static_cast<std::size_t>(f.dim), *w.input_proj, p->desc.data(), d);
-    });
+    on_team(threads > 0 ? threads : default_threads(),
+            [&] { linear(f.descriptors, n, static_cast<std::size_t>(f.dim), *w.input_proj, p->desc.data(), d); });
   } else {
     std::copy_n(f.descriptors, n * d, p->desc.data());
   }
@@ -616,10 +764,13 @@ LightGlueMatches LightGlue::match(const Prepared& pa, const Prepared& pb, const 
   const bool early_stop = o.depth_confidence > 0, pruning = o.width_confidence > 0;
   LightGlueMatches r;
 
-  util::on_compute([&] {
-    omp_set_num_threads(threads);
+  on_team(threads, [&] {
     State st;
     const Prepared* prep[2] = {&pa, &pb};
+    const std::size_t rows = pa.n + pb.n;
+    st.x.reserve(rows * d);  // exactly: state_floats() counts no growth slack
+    st.cos.reserve(rows * half);
+    st.sin.reserve(rows * half);
     for (int s = 0; s < 2; ++s) {
       st.n[s] = prep[s]->n;
       st.x.insert(st.x.end(), prep[s]->desc.begin(), prep[s]->desc.end());
@@ -635,9 +786,17 @@ LightGlueMatches LightGlue::match(const Prepared& pa, const Prepared& pb, const 
     r.prune0.assign(m, 1);
     r.prune1.assign(n, 1);
     std::vector<std::int32_t>* prune[2] = {&r.prune0, &r.prune1};
+    // LightGlueOptions::cancel, between layers and before the assignment (on this thread: the caller's hook).
+    const auto check_cancel = [&](int done, const char* before) {
+      if (o.cancel && o.cancel())
+        throw LightGlueCancelled("LightGlue was cancelled before " + std::string(before) + " (" + std::to_string(done) +
+                                     " of " + std::to_string(n_layers) + " layers done)",
+                                 done);
+    };
     int i = 0;
     for (; i < n_layers; ++i) {
       if (st.n[0] == 0 || st.n[1] == 0) break;
+      check_cancel(i, ("layer " + std::to_string(i + 1)).c_str());
       const auto& L = w.layers[static_cast<std::size_t>(i)];
       self_block(kern, L, st, w.num_heads, w.head_dim, threads);
       cross_block(kern, L, st, w.num_heads, w.head_dim, threads);
@@ -674,6 +833,7 @@ LightGlueMatches LightGlue::match(const Prepared& pa, const Prepared& pb, const 
     }
     if (st.n[0] == 0 || st.n[1] == 0) return;
     const int at = std::min(i, n_layers - 1);
+    check_cancel(std::min(i + 1, n_layers), "the assignment");
     const Assignment as = assign(kern, w.layers[static_cast<std::size_t>(at)], st, d, threads);
     // filter_matches: mutual best, score exp(max0) above the threshold; scores0 keep every mutual's score.
     const float th = static_cast<float>(o.filter_threshold);

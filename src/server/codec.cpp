@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <span>
 
 #include "superpoint_rt/errors.hpp"
 #include "util/npz.hpp"
@@ -190,36 +191,61 @@ std::size_t matches_json_bound(std::int64_t rows) {
   return 512 + r * (2 * 11 + 4 + kNumberChars);  // "[i,j]," and "s,"
 }
 
-void append_matches_json(std::string& out, const Matches& m, const MatchOptions& options, const std::string& conf,
-                         double match_ms) {
+namespace {
+
+// "matches": [[i, j], ...], "scores": [...] of the rows with matches0[i] >= 0, and the "match" object `match`.
+void append_pairs_json(std::string& out, std::span<const std::int32_t> matches0, std::span<const float> scores0,
+                       const nlohmann::json& match) {
   out += "\"matches\":[";
   bool first = true;
-  for (std::size_t i = 0; i < m.matches0.size(); ++i) {
-    if (m.matches0[i] < 0) continue;
+  for (std::size_t i = 0; i < matches0.size(); ++i) {
+    if (matches0[i] < 0) continue;
     out += first ? "[" : ",[";
     first = false;
     append_integer(out, static_cast<std::int64_t>(i));
     out += ',';
-    append_integer(out, m.matches0[i]);
+    append_integer(out, matches0[i]);
     out += ']';
   }
   out += "],\"scores\":[";
   first = true;
-  for (std::size_t i = 0; i < m.matches0.size(); ++i) {
-    if (m.matches0[i] < 0) continue;
+  for (std::size_t i = 0; i < matches0.size(); ++i) {
+    if (matches0[i] < 0) continue;
     if (!first) out += ',';
     first = false;
-    append_number(out, round_to(m.scores0[i], 6));
+    append_number(out, round_to(scores0[i], 6));
   }
   out += "],\"match\":";
-  out += nlohmann::json{{"conf", conf},
-                        {"ratio", options.ratio_threshold},
-                        {"distance", options.distance_threshold},
-                        {"mutual", options.mutual_check}}
-             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out += match.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void append_timing_json(std::string& out, double match_ms) {
   out += ",\"timing_ms\":{\"match\":";
   append_number(out, round_to(match_ms, 3));
   out += '}';
+}
+
+}  // namespace
+
+void append_matches_json(std::string& out, const Matches& m, const MatchOptions& options, const std::string& conf,
+                         double match_ms) {
+  append_pairs_json(out, m.matches0, m.scores0,
+                    {{"conf", conf},
+                     {"ratio", options.ratio_threshold},
+                     {"distance", options.distance_threshold},
+                     {"mutual", options.mutual_check}});
+  append_timing_json(out, match_ms);
+}
+
+void append_lightglue_matches_json(std::string& out, const LightGlueMatches& m, const LightGlueOptions& options,
+                                   double match_ms) {
+  nlohmann::json match{{"matcher", "lightglue"}};
+  for (const auto& spec : lightglue_param_specs())
+    match[std::string(spec.name)] = lightglue_param_value(options, spec.name);
+  append_pairs_json(out, m.matches0, m.scores0, match);
+  out += ",\"stop\":";
+  append_integer(out, m.stop);
+  append_timing_json(out, match_ms);
 }
 
 std::size_t features_npz_bound(std::int64_t keypoints, int descriptor_dim) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "superpoint_rt/features.hpp"
+#include "superpoint_rt/lightglue.hpp"
 #include "superpoint_rt/match.hpp"
 #include "superpoint_rt/superpoint.hpp"
 #include "util/half.hpp"
@@ -47,7 +48,13 @@ std::size_t features_json_bound(std::int64_t keypoints, int descriptor_dim);
 /// "distance", "mutual"} (the effective matcher; 0 = off), "timing_ms": {"match": ms}.
 void append_matches_json(std::string& out, const Matches& m, const MatchOptions& options, const std::string& conf,
                          double match_ms);
-/// Bound of append_matches_json for `rows` keypoints of image 0 (conf: a matcher configuration's name).
+/// The same for LightGlue (/v1/match?matcher=lightglue): "matches" and "scores" (cvg's matching_scores0 of each
+/// match, 6 decimals), "match": {"matcher": "lightglue", "depth_confidence", "width_confidence", "filter_threshold"},
+/// "stop" (the layers that ran, cvg's stop), "timing_ms": {"match": ms}.
+void append_lightglue_matches_json(std::string& out, const LightGlueMatches& m, const LightGlueOptions& options,
+                                   double match_ms);
+/// Bound of append_matches_json (conf: a matcher configuration's name) and of append_lightglue_matches_json for
+/// `rows` keypoints of image 0.
 std::size_t matches_json_bound(std::int64_t rows);
 
 /// Writes the NPZ body (np.load-able) into the empty `out`: keypoints float32 (N,2), scores float32 (N,),

@@ -24,13 +24,16 @@ std::string usage() {
   std::string u =
       "usage: superpoint-rt serve [--host 127.0.0.1] [--port 8000] [--weights DIR|REPO] [--revision R]\n"
       "         [--cache-dir DIR] [--local-files-only] [--threads N] [--warmup default|minimal|all|none]\n"
-      "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]... [limits below]\n"
+      "         [--precision fp32|bf16|int8] [--calibration IMAGE|FOLDER]... [--matcher-weights W]\n"
+      "         [limits below]\n"
       "Serves POST /v1/keypoints, POST /v1/keypoints/batch, POST /v1/match, GET /healthz, /readyz, /v1/info,\n"
       "/metrics, /openapi.json (the API's OpenAPI 3 document).\n"
       "  --port 0               any free port; the bound address is printed on stdout\n"
       "  --threads N            compute threads of the network (0 = all cores)\n"
       "  --precision P          fp32 (default, bit-exact), bf16 or int8 (docs/BENCHMARKS.md: speed and fidelity)\n"
       "  --calibration X        int8 only: calibration images (a file or a folder; repeatable); default built-in\n"
+      "  --matcher-weights W    LightGlue's weights for POST /v1/match?matcher=lightglue (superpoint+lightglue:\n"
+      "                         cvg's .pth, a .safetensors, a folder or a Hugging Face repo, as `match`'s flag)\n"
       "Limits (default; GET /v1/info \"limits\" shows the values in use):\n";
   for (const server::LimitDoc& l : server::describe_limits(server::ServerConfig{})) {
     std::string head = l.flag.empty() ? "  (fixed) " + l.key : "  " + l.flag + " " + l.flag_value;
@@ -66,6 +69,7 @@ int serve_main(int argc, char** argv) {
   Options options = default_cli_options();
   options.warmup = WarmupSpec::defaults();  // a server answers many requests: prepare the common variants
   server::ServerConfig cfg;
+  std::string matcher_weights;                      // LightGlue's, for /v1/match?matcher=lightglue
   options.max_frame_pixels = cfg.max_frame_pixels;  // the server's default (--max-frame-pixels sets both)
   ArgReader args(argc, argv, 2);
   while (!args.done()) {
@@ -95,6 +99,8 @@ int serve_main(int argc, char** argv) {
       cfg.max_body_bytes = static_cast<std::int64_t>(positive_number(args, a) * 1024 * 1024);
     else if (a == "--warmup")
       options.warmup = warmup_of(args.value(a));
+    else if (a == "--matcher-weights")
+      matcher_weights = args.value(a);
     else
       throw UsageError("serve: unknown option " + a + "\n" + usage());
   }
@@ -122,6 +128,17 @@ int serve_main(int argc, char** argv) {
   std::thread loader([&] {
     try {
       const auto t0 = std::chrono::steady_clock::now();
+      if (!matcher_weights.empty()) {
+        // As `match --matcher-weights` loads them (a Hugging Face repo through the model's cache settings).
+        LightGlueLoad load;
+        load.cache_dir = options.cache_dir;
+        load.local_files_only = options.local_files_only;
+        try {
+          http.set_lightglue(std::make_shared<const LightGlue>(matcher_weights, load));
+        } catch (const Error& e) {
+          throw Error(e.kind(), std::string("--matcher-weights: ") + e.what());
+        }
+      }
       SuperPoint model = SuperPoint::from_pretrained(options);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const ModelInfo& info = model.info();

@@ -163,12 +163,32 @@ bool is_extraction_param(std::string_view name, bool match) {
   return is_query_param(name) && !(match && name == "return_descriptors");
 }
 
+// LightGlue's fields of /v1/match?matcher=lightglue (superpoint_rt/lightglue.hpp: depth_confidence,
+// width_confidence, filter_threshold).
+bool is_lightglue_param(std::string_view name) {
+  for (const auto& spec : lightglue_param_specs())
+    if (spec.name == name) return true;
+  return false;
+}
+
+// /v1/match's `matcher` field: the nearest-neighbour matcher (the default: what /v1/match always did) or LightGlue
+// (a server started with --matcher-weights).
+constexpr std::string_view kMatcherNames[] = {"nn", "lightglue"};
+constexpr const char* kMatcherRange = "nn, lightglue";
+constexpr const char* kMatcherHelp =
+    "the matcher: nn (hloc's nearest-neighbour matcher, fields conf, ratio, distance, mutual) or lightglue (cvg's "
+    "LightGlue, fields depth_confidence, width_confidence, filter_threshold; a server started with "
+    "--matcher-weights)";
+
 std::string allowed_query(bool match) {
   std::string s;
   for (const auto& spec : param_specs())
     if (is_extraction_param(spec.name, match)) s.append(s.empty() ? "" : ", ").append(spec.name);
-  if (match)
+  if (match) {
+    s.append(", matcher");
     for (const auto& spec : match_param_specs()) s.append(", ").append(spec.name);
+    for (const auto& spec : lightglue_param_specs()) s.append(", ").append(spec.name);
+  }
   return s + ", format";
 }
 
@@ -180,15 +200,18 @@ constexpr const char* kFormHint =
 struct RequestOptions {
   Params params;
   ResolvedParams resolved;
-  MatchParams match;  // /v1/match only
+  MatchParams match;       // /v1/match only
+  bool lightglue = false;  // /v1/match?matcher=lightglue
+  LightGlueOptions lg;     // its fields (threads and the deadline are the server's)
   bool npz = false;
 };
 
-// Query fields with SPEC's names, defaults and ranges (and, with `match`, the matcher's); anything else is refused
-// by name (nothing is ignored). A fixed frame (resize=WxH) over --max-frame-pixels is 413 here, before the body is
-// read.
+// Query fields with SPEC's names, defaults and ranges (and, with `match`, the matchers'); anything else is refused
+// by name (nothing is ignored), and so is a field of the other matcher than `matcher` names, or matcher=lightglue on
+// a server without LightGlue (`lightglue_loaded`). A fixed frame (resize=WxH) over --max-frame-pixels is 413 here,
+// before the body is read.
 RequestOptions parse_request_options(std::string_view query, std::string_view accept, std::int64_t max_frame_pixels,
-                                     bool match) {
+                                     bool match, bool lightglue_loaded) {
   RequestOptions o;
   const auto fields = parse_query(query);  // more than kMaxQueryFields: 422
   std::set<std::string> seen;
@@ -200,6 +223,13 @@ RequestOptions parse_request_options(std::string_view query, std::string_view ac
       set_param_text(o.params, name, value);  // an Error: 422 (its kind says so), the message quotes the value
     } else if (match && is_match_param(name)) {
       set_match_param_text(o.match, name, value);
+    } else if (match && is_lightglue_param(name)) {
+      set_lightglue_param_text(o.lg, name, value);
+    } else if (match && name == "matcher") {
+      if (std::find(std::begin(kMatcherNames), std::end(kMatcherNames), value) == std::end(kMatcherNames))
+        throw HttpError{422, "InvalidArgument",
+                        "matcher: '" + util::printable(value) + "' is not one of " + kMatcherRange};
+      o.lightglue = value == "lightglue";
     } else if (name == "format") {
       if (value != "json" && value != "npz")
         throw HttpError{422, "InvalidArgument", "format: '" + util::printable(value) + "' is not json or npz"};
@@ -211,6 +241,20 @@ RequestOptions parse_request_options(std::string_view query, std::string_view ac
     }
   }
   if (!seen.count("format") && accept.find("application/x-npz") != std::string_view::npos) o.npz = true;
+  // Each matcher takes its own fields only: one of the other's is refused by name rather than ignored.
+  for (const auto& [name, value] : fields) {
+    if (o.lightglue && is_match_param(name))
+      throw HttpError{422, "InvalidArgument",
+                      name +
+                          " is a field of the nearest-neighbour matcher (matcher=nn), not of matcher=lightglue "
+                          "(its fields: depth_confidence, width_confidence, filter_threshold)"};
+    if (!o.lightglue && is_lightglue_param(name))
+      throw HttpError{422, "InvalidArgument", name + " is a field of LightGlue: add matcher=lightglue"};
+  }
+  if (o.lightglue && !lightglue_loaded)
+    throw HttpError{422, "InvalidArgument",
+                    "matcher: lightglue needs a server started with --matcher-weights PATH (LightGlue's weights, e.g. "
+                    "cvg's superpoint_lightglue.pth); this one has none (GET /v1/info: match.lightglue.loaded)"};
   o.match.validate();
   o.resolved = resolve(o.params);  // InvalidArgument: 422; an explicit resize over the network's limit: 413
   if (o.resolved.resize_mode == ResizeMode::Fixed)
@@ -533,6 +577,7 @@ struct HttpServer::Impl final : HttpRoutes {
   std::atomic<std::int64_t> last_trim_ms{0};
   SuperPoint model;  // written once before `ready` is set (release), read after it is seen (acquire)
   ModelInfo model_info;
+  std::shared_ptr<const LightGlue> lightglue;  // set (or not) before `ready`, as the model
   std::int64_t budget_bytes = 0;
   WorkQueue work;
   HttpTransport transport;  // declared last: stopped and destroyed first (its connections call the members above)
@@ -624,7 +669,8 @@ struct HttpServer::Impl final : HttpRoutes {
         throw HttpError{503, "NotReady", "the model is still loading; retry when /readyz returns 200"};
       auto st = std::make_shared<RequestState>();
       st->route = kind;
-      st->opt = parse_request_options(req.query, req.header("Accept"), cfg.max_frame_pixels, kind == RouteKind::Match);
+      st->opt = parse_request_options(req.query, req.header("Accept"), cfg.max_frame_pixels, kind == RouteKind::Match,
+                                      lightglue != nullptr);
       if (st->opt.npz && kind != RouteKind::Keypoints)
         throw HttpError{
             422, "InvalidArgument",
@@ -813,6 +859,10 @@ struct HttpServer::Impl final : HttpRoutes {
       return error_response(e);
     } catch (const matching::detail::DeadlinePassed&) {
       return error_response({504, "Timeout", "matching did not finish within --timeout-s of the request's arrival"});
+    } catch (const LightGlueCancelled& e) {
+      return error_response({504, "Timeout",
+                             "matching (LightGlue) did not finish within --timeout-s of the request's arrival: " +
+                                 std::string(e.what())});
     } catch (const Error& e) {
       return error_response(from_error(e));
     } catch (const std::bad_alloc&) {
@@ -904,6 +954,12 @@ struct HttpServer::Impl final : HttpRoutes {
                       w.parts[1].name + " did not start within " + plain_number(cfg.timeout_s) +
                           " s of the request's arrival (--timeout-s)"};
     const Features f1 = run_one(w.parts[1], params);
+    if (st.opt.lightglue) {
+      append_match_head(r, w, f0, f1, queue_ms);
+      run_lightglue(r.body, f0, f1, st.opt.lg, deadline);
+      r.body += '}';
+      return r;
+    }
     const DescriptorsView a = DescriptorsView::of(f0), b = DescriptorsView::of(f1);
     matching::detail::check_views(a, b);
     const std::int64_t work_size =
@@ -930,15 +986,63 @@ struct HttpServer::Impl final : HttpRoutes {
     m.set_deadline(deadline);
     const Matches matches = m.match(a, b, options);
     const double match_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    append_match_head(r, w, f0, f1, queue_ms);
+    append_matches_json(r.body, matches, options, st.opt.match.conf, match_ms);
+    r.body += '}';
+    return r;
+  }
+
+  // A /v1/match answer's start: both images' results (the answer's memory was claimed at its bound in check()).
+  static void append_match_head(HttpResponse& r, const Work& w, const Features& f0, const Features& f1,
+                                double queue_ms) {
     r.body.reserve(w.answer_bytes);
     r.body += "{\"image0\":";
     append_features_json(r.body, f0, queue_ms);
     r.body += ",\"image1\":";
     append_features_json(r.body, f1, queue_ms);
     r.body += ',';
-    append_matches_json(r.body, matches, options, st.opt.match.conf, match_ms);
-    r.body += '}';
-    return r;
+  }
+
+  // /v1/match?matcher=lightglue on the two results, bounded as the nearest-neighbour path: the keypoints per image
+  // (max_lightglue_keypoints: 413), LightGlue's working set (LightGlue::memory_bound, claimed from the budget: 413
+  // when it never fits, 503 when not now), and --timeout-s (checked before every layer: LightGlueCancelled, 504).
+  // Appends the matcher's members of the answer.
+  void run_lightglue(std::string& out, const Features& f0, const Features& f1, LightGlueOptions o,
+                     Clock::time_point deadline) {
+    const std::size_t n0 = f0.size(), n1 = f1.size();
+    for (const auto& [n, which] : {std::pair{n0, "image0"}, std::pair{n1, "image1"}})
+      if (static_cast<std::int64_t>(n) > cfg.max_lightglue_keypoints)
+        throw HttpError{413, "TooLarge",
+                        std::string(which) + " has " + std::to_string(n) + " keypoints, over LightGlue's limit of " +
+                            std::to_string(cfg.max_lightglue_keypoints) +
+                            " per image (max_lightglue_keypoints): ask for fewer (max_keypoints)"};
+    // One thread, as the nearest-neighbour matcher: it then runs on this worker, beside the others.
+    o.threads = 1;
+    const auto need = static_cast<std::int64_t>(lightglue->memory_bound(n0, n1, o.threads));
+    if (need > budget_bytes)
+      throw HttpError{413, "TooLarge",
+                      "LightGlue on " + std::to_string(n0) + " x " + std::to_string(n1) + " keypoints needs up to " +
+                          mib(need) + ", over the memory budget of " + mib(budget_bytes) + " (--memory-budget-mb)"};
+    const MemoryClaim claim = model.claim_memory(need, "matching (LightGlue)");
+    if (!claim.held())
+      throw HttpError{503, "Overloaded",
+                      "matching (LightGlue, " + mib(need) + ") does not fit the memory budget of " + mib(budget_bytes) +
+                          " now (--memory-budget-mb); retry later"};
+    o.cancel = [deadline] { return Clock::now() >= deadline; };
+    // cvg's inputs as SuperPointOutput.to_lightglue() gives them: keypoints in the original image's pixels and its
+    // size [W, H] (Features::image_size is (height, width)).
+    const auto features = [](const Features& f) {
+      return LightGlueFeatures{f.keypoints.data(),
+                               f.descriptors.data(),
+                               f.size(),
+                               f.descriptor_dim,
+                               static_cast<float>(f.image_size[1]),
+                               static_cast<float>(f.image_size[0])};
+    };
+    const Clock::time_point t0 = Clock::now();
+    const LightGlueMatches m = lightglue->match(features(f0), features(f1), o);
+    const double match_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    append_lightglue_matches_json(out, m, o, match_ms);
   }
 
   // ---- the GET routes (answered on the I/O thread, with the header) ------------------------------------------
@@ -1023,12 +1127,37 @@ struct HttpServer::Impl final : HttpRoutes {
       if (spec.name == "conf") d["default"] = MatchParams{}.conf;
       mp[std::string(spec.name)] = d;
     }
+    json matcher{{"type", "string"},
+                 {"allowed", kMatcherRange},
+                 {"choices", json::array()},
+                 {"default", "nn"},
+                 {"help", kMatcherHelp}};
+    for (const std::string_view m : kMatcherNames) matcher["choices"].push_back(std::string(m));
+    mp["matcher"] = matcher;
     json confs = json::object();
     for (const auto& c : match_confs())
       confs[std::string(c.name)] = {{"ratio", c.options.ratio_threshold},
                                     {"distance", c.options.distance_threshold},
                                     {"mutual", c.options.mutual_check}};
-    j["match"] = {{"params", mp}, {"confs", confs}};
+    // matcher=lightglue: whether the server has LightGlue (serve --matcher-weights), its weights and its fields
+    // (superpoint_rt/lightglue.hpp's table, defaults from LightGlueOptions).
+    json lg{{"loaded", lightglue != nullptr}, {"max_keypoints", cfg.max_lightglue_keypoints}};
+    if (lightglue) {
+      lg["weights"] = lightglue->source();
+      lg["layout"] = lightglue->layout();
+      lg["input_dim"] = lightglue->input_dim();
+      lg["layers"] = lightglue->num_layers();
+    }
+    json lp = json::object();
+    const LightGlueOptions lg_defaults;
+    for (const auto& spec : lightglue_param_specs())
+      lp[std::string(spec.name)] = {{"type", to_string(spec.type)},
+                                    {"allowed", std::string(spec.range_text)},
+                                    {"min", spec.min},
+                                    {"max", spec.max},
+                                    {"default", lightglue_param_value(lg_defaults, spec.name)}};
+    lg["params"] = lp;
+    j["match"] = {{"params", mp}, {"confs", confs}, {"lightglue", lg}};
     return j;
   }
 };
@@ -1047,6 +1176,8 @@ std::vector<LimitDoc> describe_limits(const ServerConfig& c) {
        "a batch of more images gets 413 before any of them is decoded"},
       {"max_match_work", c.max_match_work, "", std::to_string(c.max_match_work),
        "/v1/match: keypoints0 x keypoints1 x descriptor values over this get 413 before matching"},
+      {"max_lightglue_keypoints", c.max_lightglue_keypoints, "", std::to_string(c.max_lightglue_keypoints),
+       "/v1/match?matcher=lightglue: an image with more keypoints gets 413 before matching"},
       // The decoders' own bounds (include/superpoint_rt/image.hpp, docs/LIMITS.md): fixed, answered with 413.
       {"max_jpeg_scans", kMaxJpegScans, "", std::to_string(kMaxJpegScans),
        "a progressive JPEG with more scans gets 413 (each scan is a pass over all its coefficients)"},
@@ -1104,6 +1235,16 @@ int HttpServer::bind() {
 
 void HttpServer::start() {
   impl_->transport.start();
+}
+
+void HttpServer::set_lightglue(std::shared_ptr<const LightGlue> lightglue) {
+  // SuperPoint's descriptors: what the weights must take (hloc's superpoint+lightglue conf).
+  const int dim = find_lightglue_conf("superpoint+lightglue")->input_dim;
+  if (lightglue && lightglue->input_dim() != dim)
+    throw Error(ErrorKind::InvalidArgument, "--matcher-weights " + lightglue->source() + " take descriptors of dim " +
+                                                std::to_string(lightglue->input_dim()) + ", SuperPoint's have " +
+                                                std::to_string(dim) + " (superpoint+lightglue weights are needed)");
+  impl_->lightglue = std::move(lightglue);
 }
 
 void HttpServer::set_model(SuperPoint model) {

@@ -31,6 +31,7 @@
 
 #include "server/metrics.hpp"
 #include "server/transport.hpp"
+#include "superpoint_rt/lightglue.hpp"
 #include "superpoint_rt/params.hpp"
 #include "superpoint_rt/superpoint.hpp"
 
@@ -59,16 +60,18 @@ struct ServerConfig {
   // Fixed (no flag).
   std::int64_t max_match_work = std::int64_t{4096} * 4096 * 256;  // /v1/match: keypoints0 x keypoints1 x descriptor
                                                                   // values over this: 413 before matching
-  int io_threads = 2;                                             // threads serving every connection
-  std::size_t max_request_line_bytes = 8192;                      // longer request line: 414
-  std::size_t max_header_bytes = 16384;                           // request line and header fields together; more: 431
-  int idle_timeout_s = 5;     // a connection with no request for this long is closed
-  int header_timeout_s = 10;  // a request's line and headers must arrive within this: else 408
-  int body_timeout_s = 60;    // its body within this of the header's end: else 408
-  int read_timeout_s = 5;     // each read in the middle of a request: else 408
-  int write_timeout_s = 5;    // an answer whose writing makes no progress this long: dropped
-  int linger_s = 5;           // after a refusal, the rest of the request is read and dropped this
-                              // long, so that the client sees the answer (not a reset)
+  std::int64_t max_lightglue_keypoints = 4096;  // /v1/match?matcher=lightglue: an image with more keypoints gets 413
+                                                // before matching (a pass at 1 thread: seconds at this count)
+  int io_threads = 2;                           // threads serving every connection
+  std::size_t max_request_line_bytes = 8192;    // longer request line: 414
+  std::size_t max_header_bytes = 16384;         // request line and header fields together; more: 431
+  int idle_timeout_s = 5;                       // a connection with no request for this long is closed
+  int header_timeout_s = 10;                    // a request's line and headers must arrive within this: else 408
+  int body_timeout_s = 60;                      // its body within this of the header's end: else 408
+  int read_timeout_s = 5;                       // each read in the middle of a request: else 408
+  int write_timeout_s = 5;                      // an answer whose writing makes no progress this long: dropped
+  int linger_s = 5;                             // after a refusal, the rest of the request is read and dropped this
+                                                // long, so that the client sees the answer (not a reset)
 };
 
 /// One limit of the server as `serve --help`, GET /v1/info ("limits") and docs/SERVING.md show it.
@@ -98,6 +101,10 @@ class HttpServer {
   int bind();
   /// Serves on a background thread.
   void start();
+  /// Installs LightGlue for /v1/match?matcher=lightglue (`serve --matcher-weights`): before set_model, never after
+  /// (requests read it without a lock once the server is ready). Throws Error(InvalidArgument) for weights whose
+  /// input dim is not SuperPoint's descriptor dim (256).
+  void set_lightglue(std::shared_ptr<const LightGlue> lightglue);
   /// Installs the warmed-up model: /readyz turns 200 and the image routes open.
   void set_model(SuperPoint model);
   /// Graceful shutdown, step 1: /readyz turns 503 and requests whose headers arrive from now on get 503.

@@ -11,6 +11,10 @@ included, holds the server to the document everywhere else.
   `resize_max` above 0, `grayscale=false` with a preset other than hf, and `exif_orientation=true` with hf (Pillow
   never rotates) are 422. Cases generated as valid that break one are dropped (tests/server/test_contract.py checks
   the three 422s).
+- /v1/match's `matcher` selects whose fields apply: `conf`, `ratio`, `distance`, `mutual` with `matcher=lightglue`,
+  or `depth_confidence`, `width_confidence`, `filter_threshold` without it, are 422 (the fields' descriptions say
+  so). Cases generated as valid that mix them are dropped (tests/server/test_lightglue.py checks those 422s); the
+  server under test has LightGlue weights, so `matcher=lightglue` itself is valid.
 - The batch route answers each image in its 200 (SERVING.md): a part that is no image (what a negative multipart
   case becomes on the wire: a part is bytes, whatever type Schemathesis meant) is refused in its entry. A
   negative_data_rejection failure on that route is dropped only when the response refused every image that way.
@@ -27,6 +31,8 @@ import schemathesis
 from hypothesis import strategies as st
 from PIL import Image
 
+_NN_FIELDS = ("conf", "ratio", "distance", "mutual")
+_LIGHTGLUE_FIELDS = ("depth_confidence", "width_confidence", "filter_threshold")
 _FALSE = re.compile(r"^([Ff][Aa][Ll][Ss][Ee]|0)$")
 _TRUE = re.compile(r"^([Tt][Rr][Uu][Ee]|1)$")
 
@@ -70,6 +76,9 @@ def filter_case(context, case):
     if q.get("preset", "hf") != "hf" and isinstance(grayscale, str) and _FALSE.match(grayscale):
         return False
     if q.get("preset", "hf") == "hf" and isinstance(exif, str) and _TRUE.match(exif):
+        return False
+    theirs = _NN_FIELDS if q.get("matcher") == "lightglue" else _LIGHTGLUE_FIELDS
+    if any(name in q for name in theirs):
         return False
     return True
 

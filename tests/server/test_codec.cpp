@@ -290,3 +290,30 @@ TEST(Answers, MatchesJsonIsWithinItsBound) {
   EXPECT_EQ(j["match"]["conf"], "NN-mutual");
   EXPECT_EQ(j["timing_ms"]["match"].get<double>(), 1.25);
 }
+
+TEST(Answers, LightGlueMatchesJsonIsWithinItsBound) {
+  // Every row matched to the largest index, with the longest numbers the settings can print: the bound still holds.
+  sp::LightGlueMatches m;
+  for (int i = 0; i < 300; ++i) {
+    m.matches0.push_back(i % 3 ? std::numeric_limits<std::int32_t>::max() - i : -1);
+    m.scores0.push_back(static_cast<float>(i) / 301.0f);
+  }
+  m.stop = 9;
+  sp::LightGlueOptions o;
+  o.depth_confidence = -0.123456789012345;
+  o.width_confidence = 0.987654321098765;
+  o.filter_threshold = 0.000123456789012;
+  std::string out = "{";
+  srv::append_lightglue_matches_json(out, m, o, 123456.789);
+  out += "}";
+  EXPECT_LE(out.size(), srv::matches_json_bound(300));
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["matches"].size(), 200u);
+  EXPECT_EQ(j["scores"].size(), 200u);
+  EXPECT_EQ(j["matches"][0], nlohmann::json({1, std::numeric_limits<std::int32_t>::max() - 1}));
+  EXPECT_EQ(j["match"]["matcher"], "lightglue");
+  EXPECT_EQ(j["match"]["width_confidence"].get<double>(), o.width_confidence);
+  EXPECT_EQ(j["match"]["filter_threshold"].get<double>(), o.filter_threshold);
+  EXPECT_EQ(j["stop"], 9);
+  EXPECT_EQ(j["timing_ms"]["match"].get<double>(), 123456.789);
+}

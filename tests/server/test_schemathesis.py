@@ -43,8 +43,16 @@ expected-statuses = ["2xx", "3xx", "4xx", "503", "504"]
 
 def test_schemathesis_conformance():
     assert os.access(ST, os.X_OK), f"schemathesis is not installed next to {sys.executable} (scripts/setup-venv.sh)"
+    # LightGlue weights (random, a narrow network: tests/lightglue/lg_reference.py), so that /v1/match?matcher=lightglue
+    # is a valid request whose answers are checked against the document too.
+    lg_dir = tempfile.TemporaryDirectory()
+    weights = os.path.join(lg_dir.name, "superpoint_lightglue.pth")
+    sys.path.insert(0, os.path.join(HERE, "..", "lightglue"))
+    import lg_reference
+
+    lg_reference.save_pth(lg_reference.random_model(256, seed=5, early=True, prune=True, descriptor_dim=32), weights)
     srv = Server("--workers", "2", "--max-batch-parts", "4", "--timeout-s", "5", "--max-frame-pixels", "307200",
-                 warmup="minimal")
+                 "--matcher-weights", weights, warmup="minimal")
     try:
         cmd = [ST, "run", f"{srv.base}/openapi.json", "--checks", "all",
                "--phases", "examples,coverage,fuzzing", "--mode", "all", "--max-examples", "6", "--max-time", "30",
@@ -65,3 +73,4 @@ def test_schemathesis_conformance():
         assert srv.proc.poll() is None
     finally:
         assert srv.stop() == 0, srv.stderr()
+        lg_dir.cleanup()

@@ -279,7 +279,8 @@ def test_health_ready_info_metrics(srv):
     assert {p["precision"]: p["runs"] for p in info["precisions"]} == runs
     assert info["limits"]["max_body_bytes"] == 8 * 1024 * 1024 and info["limits"]["max_pixels"] == 40000000
     # /v1/match's fields and hloc's confs, from the matcher's table.
-    assert set(info["match"]["params"]) == {"conf", "ratio", "distance", "mutual"}
+    assert set(info["match"]["params"]) == {"conf", "ratio", "distance", "mutual", "matcher"}
+    assert info["match"]["lightglue"]["loaded"] is False  # no --matcher-weights (tests/server/test_lightglue.py)
     assert info["match"]["confs"]["NN-ratio"] == {"ratio": 0.8, "distance": 0.0, "mutual": True}
     assert post_image(srv, PNG_640, "?max_keypoints=5")[0] == 200
     # A request is counted right after its response is written, so the client may see /metrics a moment earlier.

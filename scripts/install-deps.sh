@@ -25,6 +25,8 @@ if [ "${1:-}" = "--test" ]; then
     file                                       # CPack's DEB generator runs it before dpkg-shlibdeps (check-deb.sh)
     python3-opencv                             # the reference of the cv2-exact decoders (tests/python/test_decode_cv2.py)
     python3-torch                              # the torch reference of kornia's resize (tests/python/test_resize_float.py)
+    libopenblas0-pthread                       # BLAS for Debian's numpy and torch (the float64 reference of the bench,
+                                               # LightGlue's torch reference): the default libblas3 is netlib's, ~10x slower
   )
   # The stages scripts/test.sh runs with SKIP_SANITIZERS / SKIP_FUZZ / SKIP_FRESH_ROOT unset (the same variables):
   # the fresh root's Release pass skips them, and so skips their packages.

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "common/sanitizers.hpp"  // before anything tests SPRT_TEST_ASAN
 
 #include <filesystem>
 #include <string>
@@ -70,7 +71,7 @@ TEST(ExtractMemory, AFolderOfManySizesCostsAboutItsLargestImage) {
   ASSERT_GT(all, 0) << "extract of the folder failed";
   std::cout << "peak RSS: largest picture twice " << largest / 1024 << " MB, the folder of " << sizes.size()
             << " sizes " << all / 1024 << " MB (" << static_cast<double>(all) / static_cast<double>(largest) << "x)\n";
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRT_TEST_ASAN)
   // Under AddressSanitizer the resident size is the allocator's (its quarantine keeps freed memory: 1.66x here), not
   // the program's; the extractions above still ran under it. The Release pass checks the ratio.
   GTEST_SKIP() << "peak RSS ratio not judged under AddressSanitizer";

@@ -3,6 +3,7 @@
 // per call). Measured as the bytes the allocator has handed out and not got back: glibc's mallinfo2 (all arenas),
 // or the sanitizer allocator's count in the ASan build (which replaces malloc).
 #include <gtest/gtest.h>
+#include "common/sanitizers.hpp"  // before anything tests SPRT_TEST_ASAN
 
 #include <cstddef>
 #include <cstdint>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRT_TEST_ASAN)
 // From the ASan runtime (declared here: Debian's GCC ships the runtime but not <sanitizer/allocator_interface.h>).
 extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #else
@@ -25,7 +26,7 @@ using namespace superpoint_rt;
 namespace {
 
 std::size_t heap_in_use() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRT_TEST_ASAN)
   return __sanitizer_get_current_allocated_bytes();
 #else
   const struct mallinfo2 m = mallinfo2();

@@ -6,6 +6,7 @@
 // under ASan (which owns malloc) it uses the sanitizer allocator's malloc / free hooks. Both count every
 // allocation of the process, libpng's / libjpeg's / libtiff's included, whatever their size.
 #include <gtest/gtest.h>
+#include "common/sanitizers.hpp"  // before anything tests SPRT_TEST_ASAN
 
 #include <array>
 #include <atomic>
@@ -40,7 +41,7 @@ inline void counted(std::int64_t delta) {
 }
 }  // namespace
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRT_TEST_ASAN)
 extern "C" {
 int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, std::size_t),
                                               void (*free_hook)(const volatile void*));
@@ -252,7 +253,8 @@ TEST(Hostile, ExtremeAspectRatios) {
   const Outcome tall = decode(hf::png(1, 4000000, 8, 0, 0, hf::zero_rows(4000000, 1)), "tall.png");
   EXPECT_TRUE(tall.ok) << tall.message;
   expect_bounded(tall, "1x4000000 PNG");
-  for (const auto& [w, h] : {std::pair{20000000, 1}, std::pair{1, 20000000}}) {
+  for (const auto& wh : {std::pair{20000000, 1}, std::pair{1, 20000000}}) {
+    const int w = wh.first, h = wh.second;  // (clang 14 cannot capture a structured binding in the lambda)
     const Outcome o = measure([&] {
       const superpoint_rt::image::ResizePlan plan(w, h, 640, 480);
       return static_cast<std::int64_t>(plan.bytes);

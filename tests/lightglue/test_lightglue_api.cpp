@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <unistd.h>
+#include "common/sanitizers.hpp"  // before anything tests SPRT_TEST_ASAN
 
 #include <algorithm>
 #include <chrono>
@@ -234,7 +235,7 @@ TEST(LightGlueParams, TableRangesAndText) {
 }
 
 TEST_F(LightGlueApi, MemoryBoundHoldsThePeakOfACall) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRT_TEST_ASAN)
   GTEST_SKIP() << "ASan's allocator keeps freed memory in quarantine: resident memory is not what a call holds";
 #else
   // Linear in the keypoints: doubling them at most doubles the part that grows.

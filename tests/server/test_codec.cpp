@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "common/half_reference.hpp"
 #include "server/codec.cpp"      // NOLINT(bugprone-suspicious-include): see above
 #include "server/metrics.cpp"    // NOLINT(bugprone-suspicious-include)
 #include "server/multipart.cpp"  // NOLINT(bugprone-suspicious-include)
@@ -21,13 +22,7 @@ namespace srv = superpoint_rt::server;
 namespace sp = superpoint_rt;
 using superpoint_rt::util::float_to_half;
 
-// The reference: the compiler's _Float16 conversion (IEEE round-to-nearest-even, libgcc __truncsfhf2).
-std::uint16_t reference_half(float f) {
-  const auto h = static_cast<_Float16>(f);
-  std::uint16_t b = 0;
-  std::memcpy(&b, &h, sizeof b);
-  return b;
-}
+using sprt_test::reference_half;  // common/half_reference.hpp: IEEE round-to-nearest-even
 
 void expect_same_half(std::uint32_t bits) {
   float f = 0;

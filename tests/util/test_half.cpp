@@ -1,5 +1,5 @@
-// util/half.hpp against an independent reference: the compiler's _Float16 conversions (libgcc __truncsfhf2 /
-// __extendhfsf2, or F16C instructions), over every half and many random floats.
+// util/half.hpp against an independent reference (common/half_reference.hpp: the compiler's _Float16 conversions,
+// or the F16C instructions), over every half and many random floats.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "common/half_reference.hpp"
 #include "util/half.hpp"
 
 namespace {
@@ -15,13 +16,8 @@ namespace {
 using superpoint_rt::util::float_to_half;
 using superpoint_rt::util::half_to_float;
 
-std::uint16_t reference_half(float f) {
-  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f));
-}
-
-float reference_float(std::uint16_t h) {
-  return static_cast<float>(std::bit_cast<_Float16>(h));
-}
+using sprt_test::reference_float;
+using sprt_test::reference_half;
 
 bool is_nan_half(std::uint16_t h) {
   return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;

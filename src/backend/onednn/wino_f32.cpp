@@ -20,8 +20,8 @@ constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
 
 }  // namespace
 
-void AlignedFloats::Free::operator()(float* p) const noexcept {
-  std::free(p);
+void AlignedFloats::Free::operator()(float* q) const noexcept {
+  std::free(q);
 }
 
 AlignedFloats::AlignedFloats(std::size_t n) : size(n) {

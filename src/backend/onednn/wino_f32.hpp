@@ -58,7 +58,7 @@ struct WinoF32View {
 /// 64-byte aligned floats (the packed weights), owned.
 struct AlignedFloats {
   struct Free {
-    void operator()(float* p) const noexcept;
+    void operator()(float* q) const noexcept;
   };
   std::unique_ptr<float[], Free> p;
   std::size_t size = 0;

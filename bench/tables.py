@@ -54,7 +54,7 @@ def table(doc: dict, source: str) -> str:
     cpu, units = kind_of(doc)
     capped = doc.get("isa_cap")
     lines = [f"### {cpu}: {units}" + (f" (capped: SUPERPOINT_RT_ISA={capped})" if capped else ""), "",
-             f"`{source}`, {doc.get('date', '?')}; {doc.get('rounds', '?')} interleaved rounds x "
+             f"`docs/bench/{source}`, {doc.get('date', '?')}; {doc.get('rounds', '?')} interleaved rounds x "
              f"{doc.get('iters', '?')} iterations; fastest precision here: {doc.get('fastest_precision', '?')}.", ""]
     lines += ["| threads | row | forward p50 ms | x ONNX Runtime | x OpenVINO | JPEG request p50 ms | x forward | "
               "peak RSS MB (forward / request) | error vs float64 (scores / descriptors) |",
@@ -79,7 +79,7 @@ def tables(paths: list[str]) -> str:
         key = (*kind_of(doc), doc.get("isa_cap") or "")
         date = doc.get("date", "")
         if key not in newest or date > newest[key][0]:
-            newest[key] = (date, doc, pathlib.Path(p).as_posix())
+            newest[key] = (date, doc, pathlib.Path(p).name)
     if not newest:
         return "No bench JSON given."
     return "\n\n".join(table(doc, src) for _, doc, src in (newest[k] for k in sorted(newest)))

@@ -74,3 +74,16 @@ def test_parameters_doc_is_generated_from_the_table():
     want = subprocess.run([cli, "params", "--markdown"], check=True, capture_output=True, text=True).stdout
     have = (SOURCE / "docs" / "PARAMETERS.md").read_text()
     assert have == want, "docs/PARAMETERS.md is stale: run `superpoint-rt params --markdown > docs/PARAMETERS.md`"
+
+
+def test_benchmark_tables_are_generated_from_the_runs():
+    """docs/BENCHMARKS.md's current tables are bench/tables.py's rendering of docs/bench/*.json (one table per kind of
+    CPU, the newest run of each): a run added without `--update`, or a table edited by hand, fails here."""
+    import subprocess
+    import sys
+
+    runs = sorted((SOURCE / "docs" / "bench").glob("*.json"))
+    assert runs, "docs/bench/ holds no bench JSON: the current tables have nothing to come from"
+    done = subprocess.run([sys.executable, str(SOURCE / "bench" / "tables.py"), "--check",
+                           str(SOURCE / "docs" / "BENCHMARKS.md"), *map(str, runs)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

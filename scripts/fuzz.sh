@@ -7,7 +7,7 @@
 # Environment: FUZZ_BUILD_DIR (default build-fuzz/ in the repository), SUPERPOINT_RT_SHARED (images for the seeds,
 # default ../shared), FUZZ_PYTHON (for fuzz/make_seeds.py; default .venv/bin/python, else python3), JOBS,
 # FUZZ_SAVE_DIR (where failing inputs are copied, as <dir>/<name>/; default fuzz/regressions),
-# FUZZ_JOBS (harnesses fuzzed side by side, default one per core),
+# FUZZ_JOBS (harnesses fuzzed side by side, default one per core), FUZZ_SEED (libFuzzer's -seed; unset: random),
 # FUZZ_KEEP_GOING=1 (campaigns: libFuzzer's fork mode, which records each crash, OOM or timeout and goes on fuzzing
 # instead of stopping at the first; the exit status is still 1 when any was found).
 # Each harness runs with -rss_limit_mb=2048 -timeout=10 (and -malloc_limit_mb=256 for the image harnesses) over
@@ -37,6 +37,10 @@ build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
 save="${FUZZ_SAVE_DIR:-$root/fuzz/regressions}"
 mode=()
 [ "${FUZZ_KEEP_GOING:-0}" = 1 ] && mode=(-fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1)
+# FUZZ_SEED=N: libFuzzer's -seed, so that a short run explores the same inputs each time (scripts/test.sh's CI length:
+# a verdict that does not change with the draw); unset, every run draws its own (campaigns).
+seed=()
+[ -n "${FUZZ_SEED:-}" ] && seed=(-seed="$FUZZ_SEED")
 shared="${SUPERPOINT_RT_SHARED:-$root/../shared}"
 python="${FUZZ_PYTHON:-}"
 if [ -z "$python" ]; then
@@ -103,7 +107,7 @@ run_harness() {
   # The outer timeout only guards against a hang of libFuzzer itself; -max_total_time ends a normal run.
   timeout --kill-after=30 $((seconds + 300)) "$build/fuzz/fuzz_$h" -max_total_time="$seconds" -rss_limit_mb=2048 \
     -malloc_limit_mb="$malloc_limit" -timeout=10 -dict="$dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
-    "${mode[@]}" "$corpus" "$build/fuzz/seeds/$h" "$regressions" >"$log" 2>&1
+    "${seed[@]}" "${mode[@]}" "$corpus" "$build/fuzz/seeds/$h" "$regressions" >"$log" 2>&1
   rc=$?
   set -e
   # Stats: the last status line (#<runs> ... cov: ft: corp:), whose run count fork mode also prints as "#<runs>:".

@@ -161,7 +161,9 @@ fi
 
 if [ "${SKIP_FUZZ:-0}" != "1" ]; then
   stage "libFuzzer harnesses, ${FUZZ_SECONDS:-10} s each, side by side"
-  FUZZ_BUILD_DIR="$fuzz_dir" bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+  # A fixed seed: the short run is a check whose verdict does not depend on the draw (a libhdf5 crash of a known
+  # class, fuzz/README.md, turned up in one 10 s run of four); the campaigns (bash scripts/fuzz.sh 600) draw freely.
+  FUZZ_SEED="${FUZZ_SEED:-1}" FUZZ_BUILD_DIR="$fuzz_dir" bash scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 else
   skipped+=("fuzz")
 fi

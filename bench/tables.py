@@ -50,10 +50,19 @@ def p50(row: dict, kind: str):
     return v.get("p50") if isinstance(v, dict) else None
 
 
+def cap_text(doc: dict) -> str:
+    """How the run was capped: SUPERPOINT_RT_ISA (ours and oneDNN only) or scripts/as-cpu.sh (CPUID itself, for
+    every engine in the run)."""
+    if doc.get("cpuid_cap"):
+        return f" (CPUID capped for every engine: scripts/as-cpu.sh {doc['cpuid_cap']})"
+    if doc.get("isa_cap"):
+        return f" (capped: SUPERPOINT_RT_ISA={doc['isa_cap']})"
+    return ""
+
+
 def table(doc: dict, source: str) -> str:
     cpu, units = kind_of(doc)
-    capped = doc.get("isa_cap")
-    lines = [f"### {cpu}: {units}" + (f" (capped: SUPERPOINT_RT_ISA={capped})" if capped else ""), "",
+    lines = [f"### {cpu}: {units}{cap_text(doc)}", "",
              f"`docs/bench/{source}`, {doc.get('date', '?')}; {doc.get('rounds', '?')} interleaved rounds x "
              f"{doc.get('iters', '?')} iterations; fastest precision here: {doc.get('fastest_precision', '?')}.", ""]
     lines += ["| threads | row | forward p50 ms | x ONNX Runtime | x OpenVINO | JPEG request p50 ms | x forward | "
@@ -73,10 +82,10 @@ def table(doc: dict, source: str) -> str:
 
 
 def tables(paths: list[str]) -> str:
-    newest: dict[tuple[str, str, str], tuple[str, dict, str]] = {}
+    newest: dict[tuple[str, str, str, str], tuple[str, dict, str]] = {}
     for p in paths:
         doc = json.loads(pathlib.Path(p).read_text())
-        key = (*kind_of(doc), doc.get("isa_cap") or "")
+        key = (*kind_of(doc), doc.get("isa_cap") or "", doc.get("cpuid_cap") or "")
         date = doc.get("date", "")
         if key not in newest or date > newest[key][0]:
             newest[key] = (date, doc, pathlib.Path(p).name)

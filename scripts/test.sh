@@ -84,7 +84,7 @@ bash scripts/install-deps.sh --test
 bash scripts/setup-venv.sh
 
 stage "clang-format"
-mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
+mapfile -t files < <(git ls-files '*.c' '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
 [ ${#files[@]} -gt 0 ] || { echo "test.sh: git lists no C++ files: not a checkout?" >&2; exit 1; }
 clang-format --dry-run -Werror "${files[@]}"
 echo "${#files[@]} files formatted"

@@ -1261,6 +1261,8 @@ int driver_main(ArgReader& args) {
                  // A run capped to a narrower ISA (an AVX-512 machine standing in for an AVX2-only one) says so:
                  // bench/tables.py gives it a table of its own.
                  {"isa_cap", std::getenv("SUPERPOINT_RT_ISA") ? json(std::getenv("SUPERPOINT_RT_ISA")) : json()},
+                 // scripts/as-cpu.sh: CPUID itself capped, for ours and every peer process alike.
+                 {"cpuid_cap", std::getenv("SPRT_CPUID_CAP") ? json(std::getenv("SPRT_CPUID_CAP")) : json()},
                  {"fastest_precision", fastest_precision_on_this_cpu()},
                  {"precisions", server::precisions_json()},
                  {"rounds", rounds},

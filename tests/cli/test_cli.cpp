@@ -43,14 +43,17 @@ struct CpuinfoUnits {
   bool avx512() const { return has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq"); }
   std::string line(std::string cap = env_cap()) const {
     auto yn = [](bool b) { return b ? " yes" : " no"; };
-    const bool y = cap != "scalar", z = y && cap != "avx2";
+    const bool y = cap != "scalar", z = y && cap.rfind("avx2", 0) != 0;  // avx2 and avx2-novnni: no AVX-512
     return std::string("CPU units: AVX2") + yn(y && has("avx2")) + ", FMA" + yn(y && has("fma")) + ", AVX-512" +
            yn(z && avx512()) + ", VNNI" + yn(z && has("avx512_vnni")) + ", AVX512-BF16" + yn(z && has("avx512_bf16")) +
            ", AMX" + yn(z && has("amx_tile"));
   }
+  // SUPERPOINT_RT_ISA caps the library; scripts/as-cpu.sh (SPRT_CPUID_CAP) caps what CPUID answers, while
+  // /proc/cpuinfo still lists the machine's flags.
   static std::string env_cap() {
-    const char* c = std::getenv("SUPERPOINT_RT_ISA");
-    return c ? c : "";
+    for (const char* var : {"SUPERPOINT_RT_ISA", "SPRT_CPUID_CAP"})
+      if (const char* c = std::getenv(var); c && *c) return c;
+    return "";
   }
 };
 

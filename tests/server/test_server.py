@@ -207,12 +207,13 @@ def cpuinfo_flags():
 
 def cpuinfo_units_line():
     """The units string (superpoint-rt info's "CPU units:" line) built from /proc/cpuinfo, independently of the
-    product's CPUID reading, with the SUPERPOINT_RT_ISA cap applied as util/cpu.hpp documents it (avx2 hides the
-    AVX-512 units, scalar every unit)."""
+    product's CPUID reading, with the SUPERPOINT_RT_ISA cap applied as util/cpu.hpp documents it (avx2 and
+    avx2-novnni hide the AVX-512 units, scalar every unit), or else scripts/as-cpu.sh's SPRT_CPUID_CAP (CPUID capped,
+    while /proc/cpuinfo lists the machine's flags)."""
     f = cpuinfo_flags()
-    cap = os.environ.get("SUPERPOINT_RT_ISA", "")
+    cap = os.environ.get("SUPERPOINT_RT_ISA") or os.environ.get("SPRT_CPUID_CAP", "")
     y = cap != "scalar"
-    z = y and cap != "avx2"
+    z = y and not cap.startswith("avx2")
     yn = lambda b: "yes" if b else "no"  # noqa: E731
     avx512 = all(x in f for x in ("avx512f", "avx512bw", "avx512vl", "avx512dq"))
     return (f"AVX2 {yn(y and 'avx2' in f)}, FMA {yn(y and 'fma' in f)}, AVX-512 {yn(z and avx512)}, "

@@ -12,6 +12,7 @@
 #include "superpoint_rt/errors.hpp"
 #include "util/file.hpp"
 #include "util/half.hpp"
+#include "util/zip.hpp"
 
 namespace superpoint_rt::model {
 namespace {
@@ -34,76 +35,24 @@ struct Member {
   std::uint32_t crc = 0;
 };
 
-// Every member of the archive by name. torch.save stores its members uncompressed (method 0); another method is an
-// Error naming the member. zip64 sizes and offsets (archives over 4 GiB) are read from the extra field.
+// Every member of the archive by name (util/zip.hpp walks the directory). torch.save stores its members uncompressed
+// (method 0); another method is an Error naming the member.
 std::map<std::string, Member> zip_members(const std::vector<std::uint8_t>& z, const std::string& source) {
-  const std::size_t size = z.size();
-  auto fits = [size](std::uint64_t off, std::uint64_t len) { return off <= size && len <= size - off; };
-  if (size < 22) bad(source, "too short for a zip archive (torch.save writes one)");
-  std::size_t eocd = std::string::npos;
-  for (std::size_t i = size - 22 + 1; i-- > 0;) {
-    if (rd<std::uint32_t>(&z[i]) == 0x06054b50u) {
-      eocd = i;
-      break;
-    }
-    if (size - i > 22 + 65535) break;
+  std::vector<util::ZipEntry> entries;
+  try {
+    entries = util::zip_entries(z.data(), z.size());
+  } catch (const util::ZipError& e) {
+    bad(source, std::string(e.what()) + " (torch.save writes a zip archive; a legacy, non-zip file?)");
   }
-  if (eocd == std::string::npos) bad(source, "no zip end-of-central-directory record (a legacy, non-zip torch.save?)");
-  std::uint64_t entries = rd<std::uint16_t>(&z[eocd + 10]);
-  std::uint64_t cd = rd<std::uint32_t>(&z[eocd + 16]);
-  if (cd == 0xFFFFFFFFu || entries == 0xFFFFu) {
-    if (eocd < 20 || rd<std::uint32_t>(&z[eocd - 20]) != 0x07064b50u) bad(source, "missing zip64 locator");
-    const std::uint64_t z64 = rd<std::uint64_t>(&z[eocd - 20 + 8]);
-    if (!fits(z64, 56) || rd<std::uint32_t>(&z[z64]) != 0x06064b50u) bad(source, "bad zip64 record");
-    entries = rd<std::uint64_t>(&z[z64 + 32]);
-    cd = rd<std::uint64_t>(&z[z64 + 48]);
-  }
-  // Each central entry takes at least 46 bytes: more entries than that could fit is a lie, refused before the loop.
-  if (entries > size / 46)
-    bad(source, std::to_string(entries) + " zip entries cannot fit " + std::to_string(size) + " bytes");
   std::map<std::string, Member> out;
-  std::uint64_t p = cd;
-  for (std::uint64_t e = 0; e < entries; ++e) {
-    if (!fits(p, 46) || rd<std::uint32_t>(&z[p]) != 0x02014b50u)
-      bad(source, "bad zip central directory entry " + std::to_string(e) + " at offset " + std::to_string(p));
-    const std::uint16_t method = rd<std::uint16_t>(&z[p + 10]);
-    Member m;
-    m.crc = rd<std::uint32_t>(&z[p + 16]);
-    std::uint64_t csize = rd<std::uint32_t>(&z[p + 20]), usize = rd<std::uint32_t>(&z[p + 24]);
-    const std::uint16_t nlen = rd<std::uint16_t>(&z[p + 28]), xlen = rd<std::uint16_t>(&z[p + 30]),
-                        clen = rd<std::uint16_t>(&z[p + 32]);
-    std::uint64_t loff = rd<std::uint32_t>(&z[p + 42]);
-    if (!fits(p + 46, std::uint64_t{nlen} + xlen + clen)) bad(source, "zip central entry past the end");
-    std::string name(reinterpret_cast<const char*>(&z[p + 46]), nlen);
-    const std::uint64_t xend = p + 46 + nlen + xlen;
-    for (std::uint64_t x = p + 46 + nlen; x + 4 <= xend;) {
-      const std::uint16_t id = rd<std::uint16_t>(&z[x]), len = rd<std::uint16_t>(&z[x + 2]);
-      const std::uint64_t fend = std::min<std::uint64_t>(x + 4 + len, xend);
-      if (id == 1) {  // zip64: the 0xFFFFFFFF fields in the order usize, csize, offset
-        std::uint64_t q = x + 4;
-        for (std::uint64_t* f : {&usize, &csize, &loff})
-          if (*f == 0xFFFFFFFFu && q + 8 <= fend) {
-            *f = rd<std::uint64_t>(&z[q]);
-            q += 8;
-          }
-      }
-      x += 4u + len;
-    }
-    p = xend + clen;
-    if (method != 0)
-      bad(source, "zip member " + name + " is compressed (method " + std::to_string(method) +
+  for (const util::ZipEntry& e : entries) {
+    if (e.method != 0)
+      bad(source, "zip member " + e.name + " is compressed (method " + std::to_string(e.method) +
                       "); torch.save stores its members uncompressed");
-    if (csize != usize)
+    if (e.csize != e.usize)
       bad(source,
-          "stored zip member " + name + " has sizes " + std::to_string(csize) + " and " + std::to_string(usize));
-    if (!fits(loff, 30) || rd<std::uint32_t>(&z[loff]) != 0x04034b50u)
-      bad(source, "zip member " + name + ": bad local header at offset " + std::to_string(loff));
-    m.data = loff + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
-    m.size = csize;
-    if (!fits(m.data, m.size))
-      bad(source, "zip member " + name + ": " + std::to_string(m.size) + " bytes at offset " + std::to_string(m.data) +
-                      " run past the end (" + std::to_string(size) + " bytes)");
-    out[name] = m;
+          "stored zip member " + e.name + " has sizes " + std::to_string(e.csize) + " and " + std::to_string(e.usize));
+    out[e.name] = Member{e.data, e.csize, e.crc};
   }
   return out;
 }

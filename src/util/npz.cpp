@@ -18,6 +18,7 @@
 #include "superpoint_rt/errors.hpp"
 #include "util/file.hpp"
 #include "util/half.hpp"
+#include "util/zip.hpp"
 
 namespace superpoint_rt::util {
 namespace {
@@ -348,82 +349,17 @@ NpyArray parse_npy(const std::uint8_t* p, std::size_t n, const std::string& sour
 }
 
 std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, const std::string& source) {
-  // Walk the central directory (authoritative sizes, zip64 aware), then read each member's data. Every offset and
-  // size is a file field: `fits(off, len)` checks [off, off + len) against the file without wrapping.
-  const std::size_t size = z.size();
-  auto fits = [size](std::uint64_t off, std::uint64_t len) { return off <= size && len <= size - off; };
-  if (size < 22) bad(source, "too short for a zip file");
-  std::size_t eocd = std::string::npos;
-  for (std::size_t i = size - 22 + 1; i-- > 0;) {
-    if (rd<std::uint32_t>(&z[i]) == 0x06054b50u) {
-      eocd = i;
-      break;
-    }
-    if (size - i > 22 + 65535) break;
+  // The central directory (util/zip.hpp: authoritative sizes, zip64 aware, every range checked against the file),
+  // then npz's own bounds on each member, all before anything is allocated.
+  std::vector<ZipEntry> members;
+  try {
+    members = zip_entries(z.data(), z.size());
+  } catch (const ZipError& e) {
+    bad(source, e.what());
   }
-  if (eocd == std::string::npos) bad(source, "no end-of-central-directory record");
-  std::uint64_t entries = rd<std::uint16_t>(&z[eocd + 10]);
-  std::uint64_t cd_off = rd<std::uint32_t>(&z[eocd + 16]);
-  if (cd_off == 0xFFFFFFFFu || entries == 0xFFFFu) {  // zip64 end of central directory
-    if (eocd < 20 || rd<std::uint32_t>(&z[eocd - 20]) != 0x07064b50u) bad(source, "missing zip64 locator");
-    const std::uint64_t z64 = rd<std::uint64_t>(&z[eocd - 20 + 8]);
-    if (!fits(z64, 56) || rd<std::uint32_t>(&z[z64]) != 0x06064b50u) bad(source, "bad zip64 record");
-    entries = rd<std::uint64_t>(&z[z64 + 32]);
-    cd_off = rd<std::uint64_t>(&z[z64 + 48]);
-  }
-  // Pass 1: every entry's sizes and data range, checked against the file before anything is allocated.
-  struct Member {
-    std::string name;
-    std::uint16_t method = 0;
-    std::uint32_t crc = 0;
-    std::uint64_t data = 0, csize = 0, usize = 0;
-  };
-  std::vector<Member> members;
-  std::uint64_t p = cd_off;
-  for (std::uint64_t e = 0; e < entries; ++e) {
-    if (!fits(p, 46) || rd<std::uint32_t>(&z[p]) != 0x02014b50u)
-      bad(source, "bad central directory entry " + std::to_string(e) + " at offset " + std::to_string(p));
-    Member m;
-    m.method = rd<std::uint16_t>(&z[p + 10]);
-    m.crc = rd<std::uint32_t>(&z[p + 16]);
-    std::uint64_t csize = rd<std::uint32_t>(&z[p + 20]);
-    std::uint64_t usize = rd<std::uint32_t>(&z[p + 24]);
-    const std::uint16_t nlen = rd<std::uint16_t>(&z[p + 28]);
-    const std::uint16_t xlen = rd<std::uint16_t>(&z[p + 30]);
-    const std::uint16_t clen = rd<std::uint16_t>(&z[p + 32]);
-    std::uint64_t loff = rd<std::uint32_t>(&z[p + 42]);
-    if (!fits(p + 46, std::uint64_t{nlen} + xlen + clen)) bad(source, "central entry past the end");
-    m.name.assign(reinterpret_cast<const char*>(&z[p + 46]), nlen);
+  for (const ZipEntry& m : members) {
     const std::string& name = m.name;
-    // zip64 extra field: the 0xFFFFFFFF fields in order usize, csize, offset
-    const std::uint64_t xend = p + 46 + nlen + xlen;
-    for (std::uint64_t x = p + 46 + nlen; x + 4 <= xend;) {
-      const std::uint16_t id = rd<std::uint16_t>(&z[x]);
-      const std::uint16_t len = rd<std::uint16_t>(&z[x + 2]);
-      const std::uint64_t fend = std::min<std::uint64_t>(x + 4 + len, xend);  // a field cut by the extra's end
-      if (id == 1) {
-        std::uint64_t q = x + 4;
-        if (usize == 0xFFFFFFFFu && q + 8 <= fend) {
-          usize = rd<std::uint64_t>(&z[q]);
-          q += 8;
-        }
-        if (csize == 0xFFFFFFFFu && q + 8 <= fend) {
-          csize = rd<std::uint64_t>(&z[q]);
-          q += 8;
-        }
-        if (loff == 0xFFFFFFFFu && q + 8 <= fend) {
-          loff = rd<std::uint64_t>(&z[q]);
-        }
-      }
-      x += 4u + len;
-    }
-    p += 46u + std::uint64_t{nlen} + xlen + clen;
-    if (!fits(loff, 30) || rd<std::uint32_t>(&z[loff]) != 0x04034b50u)
-      bad(source, "member " + name + ": bad local header at offset " + std::to_string(loff));
-    m.data = loff + 30 + rd<std::uint16_t>(&z[loff + 26]) + rd<std::uint16_t>(&z[loff + 28]);
-    if (!fits(m.data, csize))
-      bad(source, "member " + name + ": " + std::to_string(csize) + " bytes at offset " + std::to_string(m.data) +
-                      " run past the end (" + std::to_string(size) + " bytes)");
+    const std::uint64_t csize = m.csize, usize = m.usize;
     // zlib counts in uInt (32 bits); numpy writes members that large only for arrays over 4 GiB.
     if (csize > kNpzMaxMemberBytes || usize > kNpzMaxMemberBytes)
       bad(source, "member " + name + " of " + std::to_string(std::max(csize, usize)) + " bytes is over the limit of " +
@@ -436,17 +372,14 @@ std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, co
                       std::to_string(usize));
     if (m.method != 0 && m.method != 8)
       bad(source, "member " + name + " uses unsupported compression " + std::to_string(m.method));
-    m.csize = csize;
-    m.usize = usize;
-    members.push_back(std::move(m));
   }
   // The members of a zip file hold disjoint bytes. Entries that share one member's data would each pass the ratio
   // check above and together ask for any amount of memory (an 82 KB file with one deflated member and many entries
   // pointing at it asked for 19 GB): with disjoint data, the sum of the compressed sizes is at most the file's and
   // the total to allocate at most 1032 times the file.
-  std::vector<const Member*> by_offset;
-  for (const Member& m : members) by_offset.push_back(&m);
-  std::sort(by_offset.begin(), by_offset.end(), [](const Member* a, const Member* b) { return a->data < b->data; });
+  std::vector<const ZipEntry*> by_offset;
+  for (const ZipEntry& m : members) by_offset.push_back(&m);
+  std::sort(by_offset.begin(), by_offset.end(), [](const ZipEntry* a, const ZipEntry* b) { return a->data < b->data; });
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     if (by_offset[i]->data < by_offset[i - 1]->data + by_offset[i - 1]->csize ||
         (by_offset[i - 1]->csize == 0 && by_offset[i]->data == by_offset[i - 1]->data))
@@ -457,10 +390,10 @@ std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& z, co
   // file: that is an Error too, not a std::bad_alloc out of the parser.
   std::map<std::string, NpyArray> out;
   std::uint64_t total = 0;
-  for (const Member& m : members) total += m.usize;
-  const Member* current = nullptr;
+  for (const ZipEntry& m : members) total += m.usize;
+  const ZipEntry* current = nullptr;
   try {
-    for (const Member& m : members) {
+    for (const ZipEntry& m : members) {
       current = &m;
       const std::string& name = m.name;
       std::vector<std::uint8_t> body;

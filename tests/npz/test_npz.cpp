@@ -201,10 +201,15 @@ TEST(Npz, CorruptZipFieldsAreErrorsNamingTheField) {
   put16(b, good.central + 28, 0xFFFF);
   EXPECT_NE(npz_error(b).find("central entry past the end"), std::string::npos);
 
-  b = good.bytes;  // more entries than the directory holds
-  put16(b, good.eocd + 10, 7);
-  put16(b, good.eocd + 8, 7);
+  b = good.bytes;  // more entries than the directory holds (2 could fit the file's bytes: the walk finds the lie)
+  put16(b, good.eocd + 10, 2);
+  put16(b, good.eocd + 8, 2);
   EXPECT_NE(npz_error(b).find("bad central directory entry 1"), std::string::npos);
+
+  b = good.bytes;  // more entries than 46-byte central entries could fit: refused before the walk
+  put16(b, good.eocd + 10, 0xFFFE);
+  put16(b, good.eocd + 8, 0xFFFE);
+  EXPECT_NE(npz_error(b).find("65534 zip entries cannot fit"), std::string::npos) << npz_error(b);
 
   b = good.bytes;  // one flipped data byte
   b[30 + 5 + 80] ^= 0x40;

@@ -77,8 +77,8 @@ bool has_compact_group(hid_t file, std::size_t size) {
 // data segment larger than the file is allocated, and copied into unchecked when that fails (SIGSEGV on the null
 // pointer); a free list that loops is followed forever, allocating (fuzz/README.md). The harness leaves out inputs
 // with such a heap, found by its "HEAP" signature and read as h5py writes it (8-byte lengths and offsets, base address
-// 0): a check of the bytes, which may also leave out a valid input whose raw data holds "HEAP" (at no cost here; the
-// readers cannot do the same, they would refuse valid files).
+// 0): a check of the bytes, which may also leave out a valid input whose raw data holds "HEAP" or a message-like
+// pattern (at no cost here; the readers cannot do the same, they would refuse valid files).
 bool has_bad_local_heap(const std::uint8_t* data, std::size_t size) {
   const auto u64 = [&](std::uint64_t at) {
     std::uint64_t v;
@@ -96,6 +96,15 @@ bool has_bad_local_heap(const std::uint8_t* data, std::size_t size) {
       if (u64(addr + at + 8) > segment - at) return true;
       at = u64(addr + at);
     }
+  }
+  // A group's symbol-table message (type 0x0011, 16 bytes: B-tree address, then local heap address; found by its
+  // version-1 message header) must name a heap: libhdf5 reads one at any address it names, the undefined address
+  // (all ones) included, and copies it from null there (SIGSEGV; regressions/h5/crash-074fcfb1...).
+  static constexpr std::uint8_t kStabHeader[4] = {0x11, 0x00, 0x10, 0x00};
+  for (std::size_t p = 0; p + 24 <= size; ++p) {
+    if (std::memcmp(data + p, kStabHeader, sizeof kStabHeader) != 0) continue;
+    const std::uint64_t heap = u64(p + 16);
+    if (heap > size - 4 || std::memcmp(data + heap, "HEAP", 4) != 0) return true;
   }
   return false;
 }

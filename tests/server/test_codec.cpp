@@ -1,5 +1,5 @@
-// Unit tests of the server's encoding pieces and parsers. The server sources are compiled into the superpoint-rt
-// executable, not the library, so the small translation units under test are compiled into this program directly.
+// Unit tests of the server's encoding pieces and parsers, linked from the server's library (superpoint_rt_server,
+// src/CMakeLists.txt), as the executable and the fuzz harnesses link them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <random>
 
 #include "common/half_reference.hpp"
-#include "server/codec.cpp"      // NOLINT(bugprone-suspicious-include): see above
-#include "server/metrics.cpp"    // NOLINT(bugprone-suspicious-include)
-#include "server/multipart.cpp"  // NOLINT(bugprone-suspicious-include)
+#include "server/codec.hpp"
+#include "server/metrics.hpp"
+#include "server/multipart.hpp"
 #include "util/npz.hpp"
 
 namespace {

@@ -29,6 +29,10 @@ def srv():
         assert s.stop() == 0, s.stderr()
 
 
+# Work that outlasts --timeout-s 0.3 on any 2-core machine: a 4032x3024 JPEG in the largest preset frame.
+SLOW_QUERY = "max_keypoints=10&resize=1600x1200"
+
+
 def batch(srv, names_or_bytes, query=""):
     fields = [("image", n if isinstance(n, str) else f"part{i}", image_bytes(n) if isinstance(n, str) else n)
               for i, n in enumerate(names_or_bytes)]
@@ -131,10 +135,12 @@ def test_batch_parts_over_the_limit_is_413_before_decoding(srv):
 
 
 def test_batch_deadline_holds_per_image(srv):
-    # --timeout-s 0.3 and 3 images of 4032x3024: the first starts at once; the later ones would start after the
-    # deadline and get 504 entries instead of holding the worker (and a SIGTERM drain) for as long as they take.
+    # --timeout-s 0.3 and 3 images of 4032x3024 in the largest preset frame (1600x1200: over 0.5 s each on a 2-core
+    # AVX-512 machine; the default 640x480 frame took 0.14 s there, and all three finished within the deadline): the
+    # first starts at once; the later ones would start after the deadline and get 504 entries instead of holding the
+    # worker (and a SIGTERM drain) for as long as they take.
     t0 = time.time()
-    status, _, body = batch(srv, [JPG_BIG] * 3, "?max_keypoints=10")
+    status, _, body = batch(srv, [JPG_BIG] * 3, "?" + SLOW_QUERY)
     elapsed = time.time() - t0
     assert status == 200, body[:300]
     results = json.loads(body)["results"]
@@ -151,10 +157,11 @@ def test_batch_deadline_holds_per_image(srv):
 
 def test_match_second_image_starts_within_the_deadline(srv):
     # Issue 32: --timeout-s (0.3 s here) bounds /v1/match's second image as it bounds a batch's later images, and the
-    # matching: two 4032 x 3024 images take about that long, so the second does not start or the matcher gives up.
+    # matching: the first 4032 x 3024 image alone takes longer in a 1600x1200 frame (SLOW_QUERY), so the second does
+    # not start or the matcher gives up.
     body, ctype = multipart([("image0", JPG_BIG, image_bytes(JPG_BIG)), ("image1", JPG_BIG, image_bytes(JPG_BIG))])
     t0 = time.time()
-    status, headers, resp = request(srv, "POST", "/v1/match?max_keypoints=10", body, {"Content-Type": ctype})
+    status, headers, resp = request(srv, "POST", "/v1/match?" + SLOW_QUERY, body, {"Content-Type": ctype})
     msg = assert_error(status, headers, resp, 504)
     assert ("image1" in msg or "matching" in msg) and "--timeout-s" in msg, msg
     assert time.time() - t0 < 0.3 + 10

@@ -37,4 +37,7 @@ fi
 cap="$1"
 shift
 # Not exec: the trap above removes the temporary library when the command ends.
-SPRT_CPUID_CAP="$cap" LD_AUDIT="$lib${LD_AUDIT:+:$LD_AUDIT}" LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
+# AddressSanitizer programs: ASan's own SIGSEGV handler would take the CPUID traps (handle_segv=0 leaves them to the
+# cap), and LeakSanitizer's tracer thread fails under CPUID faulting (detect_leaks=0): a capped ASan run checks memory
+# errors and UB, not leaks (the uncapped ASan pass does). Programs without ASan ignore the variable.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0:detect_leaks=0" SPRT_CPUID_CAP="$cap" LD_AUDIT="$lib${LD_AUDIT:+:$LD_AUDIT}" LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}" "$@"

@@ -7,7 +7,9 @@
 #                                               then also the test command (Release pass) in the same root, after
 #                                               run.sh, as a newcomer would type them
 # Environment: SUPERPOINT_RT_SHARED (test data, default ../shared), FRESH_ROOT_KEEP=1 keeps the root for a look,
-# FRESH_ROOT_ARTIFACTS=DIR (with FRESH_ROOT_TESTS=1): copy the .deb and the wheel that the root's test.sh made to DIR.
+# FRESH_ROOT_ARTIFACTS=DIR (with FRESH_ROOT_TESTS=1): copy the .deb and the wheel that the root's test.sh made to DIR,
+# FRESH_ROOT_CPUID_CAP=avx2-novnni (or avx2): the whole run as on an AVX2-only CPU (fresh-root.sh, scripts/as-cpu.sh):
+#   FRESH_ROOT_TESTS=1 FRESH_ROOT_CPUID_CAP=avx2-novnni bash scripts/check-fresh-root.sh
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/fresh-root.sh
@@ -28,6 +30,14 @@ fresh_root_create "$fr"
 echo "== in the fresh root: bash scripts/run.sh (the README's first command) ($(( $(date +%s) - start )) s)"
 fresh_root_run "$fr" 'bash scripts/run.sh'
 echo "check-fresh-root: run.sh took $(( $(date +%s) - start )) s from the start (root made, packages installed, built)"
+if [ -n "${FRESH_ROOT_CPUID_CAP:-}" ]; then
+  # The cap held: the executable run.sh built sees no AVX-512 (nor AMX), whatever this machine has.
+  fresh_root_run "$fr" 'build/src/cli/superpoint-rt info --weights /work/shared/weights/superpoint' > "$fr.info" 2>&1
+  grep "CPU units:" "$fr.info"
+  grep -q "CPU units: AVX2 yes, FMA yes, AVX-512 no, VNNI no, AVX512-BF16 no, AMX no" "$fr.info" ||
+    { echo "check-fresh-root: FRESH_ROOT_CPUID_CAP=$FRESH_ROOT_CPUID_CAP did not hold in the root" >&2; exit 1; }
+  rm -f "$fr.info"
+fi
 
 echo "== its outputs"
 out="$fr/work/main/superpoint_out"

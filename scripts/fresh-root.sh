@@ -85,12 +85,30 @@ fresh_root_tarball() {
   mmdebstrap --quiet --variant=apt --format=tar bookworm "$file.part" "${sources[@]}" && mv "$file.part" "$file"
 }
 
+# FRESH_ROOT_CPUID_CAP=avx2|avx2-novnni: every process in the root sees that CPU (scripts/as-cpu.sh's library,
+# compiled here on the host and copied into the root; see tests/tools/cpuid_cap.c), so that a machine with AVX-512
+# stands in for an AVX2-only one from the first package installed to the last test.
+fresh_root_cap_env() {
+  local dir="$1"
+  local cap="${FRESH_ROOT_CPUID_CAP:-}"
+  [ -n "$cap" ] || return 0
+  local lib=/opt/sprt-cpuid-cap/libsprt_cpuid_cap.so
+  if [ ! -f "$dir$lib" ]; then
+    mkdir -p "$(dirname "$dir$lib")"
+    "${CC:-cc}" -O2 -shared -fPIC -o "$dir$lib" "$_fr_repo/tests/tools/cpuid_cap.c" -ldl
+  fi
+  echo "SPRT_CPUID_CAP=$cap LD_AUDIT=$lib LD_PRELOAD=$lib ASAN_OPTIONS=handle_segv=0:detect_leaks=0"
+}
+
 fresh_root_run() {
   local dir="$1"
   shift
+  local cap_env
+  cap_env="$(fresh_root_cap_env "$dir")"
   # env -i: a clean environment, as a new login would have; CI=true and JOBS pass through deliberately.
+  # shellcheck disable=SC2086  # cap_env is a list of VAR=value words without spaces
   chroot "$dir" /usr/bin/env -i HOME=/root USER=root LANG=C.UTF-8 TERM=dumb CI="${CI:-}" JOBS="${JOBS:-}" \
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin $cap_env \
     /bin/bash -c 'cd /work/main 2>/dev/null || cd /; '"$*"
 }
 

@@ -86,8 +86,8 @@ fresh_root_tarball() {
 }
 
 # FRESH_ROOT_CPUID_CAP=avx2|avx2-novnni: every process in the root sees that CPU (scripts/as-cpu.sh's library,
-# compiled here on the host and copied into the root; see tests/tools/cpuid_cap.c), so that a machine with AVX-512
-# stands in for an AVX2-only one from the first package installed to the last test.
+# compiled on the host into the root, and its environment; see tests/tools/cpuid_cap.c), so that a machine with
+# AVX-512 stands in for an AVX2-only one from the first package installed to the last test.
 fresh_root_cap_env() {
   local dir="$1"
   local cap="${FRESH_ROOT_CPUID_CAP:-}"
@@ -95,9 +95,10 @@ fresh_root_cap_env() {
   local lib=/opt/sprt-cpuid-cap/libsprt_cpuid_cap.so
   if [ ! -f "$dir$lib" ]; then
     mkdir -p "$(dirname "$dir$lib")"
-    "${CC:-cc}" -O2 -shared -fPIC -o "$dir$lib" "$_fr_repo/tests/tools/cpuid_cap.c" -ldl
+    bash "$_fr_repo/scripts/as-cpu.sh" --build "$dir$lib"
   fi
-  echo "SPRT_CPUID_CAP=$cap LD_AUDIT=$lib LD_PRELOAD=$lib ASAN_OPTIONS=handle_segv=0:detect_leaks=0"
+  # env -i in the root: none of the host's LD_AUDIT, LD_PRELOAD or ASAN_OPTIONS goes in.
+  LD_AUDIT='' LD_PRELOAD='' ASAN_OPTIONS='' bash "$_fr_repo/scripts/as-cpu.sh" --env "$cap" "$lib"
 }
 
 fresh_root_run() {

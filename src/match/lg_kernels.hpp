@@ -1,6 +1,6 @@
 // Internal: LightGlue's element-wise kernels per instruction-set level (lightglue.cpp runs the matrix products on
-// oneDNN and these in between): the online-softmax update of a tile of attention logits, and the feed-forward
-// block's LayerNorm + GELU.
+// oneDNN and these in between): the online-softmax update of a tile of attention logits (over its rows, and over its
+// columns for the cross block's second direction), and the feed-forward block's LayerNorm + GELU.
 //
 // exp and erf are polynomials of our own, evaluated in one fixed sequence of float32 operations (fused multiply-adds
 // where written) in every table, and sums run in 16 lanes added pairwise at the end (lane l takes the elements
@@ -27,6 +27,13 @@ struct LgKernels {
   /// was -inf); s[r][j] = exp(s[r][j] - m') in place; row_sum[r] = row_sum[r] * alpha[r] + sum_j s[r][j];
   /// row_max[r] = m'.
   void (*softmax_tile)(float* s, int rows, int cols, int lds, float* row_max, float* row_sum, float* alpha);
+  /// The same step over the columns of a tile, for the cross block's second direction (cvg's
+  /// softmax(sim.transpose(-2, -1)): image 1's points attend to image 0's over the rows of the one sim): for each
+  /// column c in [0, cols) of `s` (rows x cols, row stride lds; left as it is), m' = max(col_max[c], max_r s[r][c]);
+  /// beta[c] = exp(col_max[c] - m') (0 when col_max[c] was -inf); p[r][c] = exp(s[r][c] - m') (row stride ldp);
+  /// col_sum[c] = col_sum[c] * beta[c] + (the sum of p[r][c] in row order); col_max[c] = m'.
+  void (*softmax_cols)(const float* s, int rows, int cols, int lds, float* col_max, float* col_sum, float* beta,
+                       float* p, int ldp);
   /// out[k] = GELU(LayerNorm(x)[k]) for one row of n values (n a multiple of 16): mean and variance over the row
   /// (biased, as torch.nn.LayerNorm), eps 1e-5, gamma `g`, beta `b`; GELU(y) = y / 2 (1 + erf(y / sqrt 2)) (torch's
   /// exact GELU). `out` may be `x`.

@@ -85,6 +85,33 @@ void softmax_tile(float* s, int rows, int cols, int lds, float* row_max, float* 
   }
 }
 
+// 8 columns at a time; each lane runs the scalar reference's sequence for its column.
+void softmax_cols(const float* s, int rows, int cols, int lds, float* col_max, float* col_sum, float* beta, float* p,
+                  int ldp) {
+  const __m256 ninf = _mm256_set1_ps(kNegInf);
+  for (int c = 0; c < cols; c += 8) {
+    const __m256i k = tail(cols - c);
+    const __m256 km = _mm256_castsi256_ps(k);
+    const __m256 m0 = _mm256_blendv_ps(ninf, _mm256_maskload_ps(col_max + c, k), km);
+    __m256 mv = m0;
+    for (int r = 0; r < rows; ++r) {  // v > m ? v : m, as the reference
+      const __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(s + static_cast<std::ptrdiff_t>(r) * lds + c, k), km);
+      mv = _mm256_max_ps(v, mv);
+    }
+    const __m256 was = _mm256_cmp_ps(m0, ninf, _CMP_NEQ_OQ);
+    const __m256 b = _mm256_and_ps(exp_np(_mm256_sub_ps(m0, mv)), was);
+    __m256 sum = _mm256_setzero_ps();
+    for (int r = 0; r < rows; ++r) {
+      const __m256 e = exp_np(_mm256_sub_ps(_mm256_maskload_ps(s + static_cast<std::ptrdiff_t>(r) * lds + c, k), mv));
+      _mm256_maskstore_ps(p + static_cast<std::ptrdiff_t>(r) * ldp + c, k, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    _mm256_maskstore_ps(col_sum + c, k, _mm256_fmadd_ps(_mm256_maskload_ps(col_sum + c, k), b, sum));
+    _mm256_maskstore_ps(col_max + c, k, mv);
+    _mm256_maskstore_ps(beta + c, k, b);
+  }
+}
+
 void layernorm_gelu(const float* x, int n, const float* g, const float* b, float* out) {
   using namespace poly;
   __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
@@ -128,6 +155,6 @@ void exp_nonpositive(const float* x, int n, float* out) {
 
 }  // namespace
 
-const LgKernels kAvx2LgKernels{util::Isa::Avx2, softmax_tile, layernorm_gelu, exp_nonpositive};
+const LgKernels kAvx2LgKernels{util::Isa::Avx2, softmax_tile, softmax_cols, layernorm_gelu, exp_nonpositive};
 
 }  // namespace superpoint_rt::lightglue::detail

@@ -71,6 +71,31 @@ void softmax_tile(float* s, int rows, int cols, int lds, float* row_max, float* 
   }
 }
 
+// 16 columns at a time; each lane runs the scalar reference's sequence for its column.
+void softmax_cols(const float* s, int rows, int cols, int lds, float* col_max, float* col_sum, float* beta, float* p,
+                  int ldp) {
+  const __m512 ninf = _mm512_set1_ps(kNegInf);
+  for (int c = 0; c < cols; c += 16) {
+    const __mmask16 k = tail(cols - c);
+    const __m512 m0 = _mm512_mask_loadu_ps(ninf, k, col_max + c);
+    __m512 mv = m0;
+    for (int r = 0; r < rows; ++r)  // v > m ? v : m, as the reference
+      mv = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, k, s + static_cast<std::ptrdiff_t>(r) * lds + c), mv);
+    const __mmask16 was = _mm512_cmp_ps_mask(m0, ninf, _CMP_NEQ_OQ);
+    const __m512 b = _mm512_maskz_mov_ps(was, exp_np(_mm512_sub_ps(m0, mv)));
+    __m512 sum = _mm512_setzero_ps();
+    for (int r = 0; r < rows; ++r) {
+      const __m512 e =
+          exp_np(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + static_cast<std::ptrdiff_t>(r) * lds + c), mv));
+      _mm512_mask_storeu_ps(p + static_cast<std::ptrdiff_t>(r) * ldp + c, k, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    _mm512_mask_storeu_ps(col_sum + c, k, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, col_sum + c), b, sum));
+    _mm512_mask_storeu_ps(col_max + c, k, mv);
+    _mm512_mask_storeu_ps(beta + c, k, b);
+  }
+}
+
 void layernorm_gelu(const float* x, int n, const float* g, const float* b, float* out) {
   using namespace poly;
   __m512 acc = _mm512_setzero_ps();
@@ -109,6 +134,6 @@ void exp_nonpositive(const float* x, int n, float* out) {
 
 }  // namespace
 
-const LgKernels kAvx512LgKernels{util::Isa::Avx512, softmax_tile, layernorm_gelu, exp_nonpositive};
+const LgKernels kAvx512LgKernels{util::Isa::Avx512, softmax_tile, softmax_cols, layernorm_gelu, exp_nonpositive};
 
 }  // namespace superpoint_rt::lightglue::detail

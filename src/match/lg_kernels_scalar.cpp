@@ -55,6 +55,27 @@ void softmax_tile(float* s, int rows, int cols, int lds, float* row_max, float* 
   }
 }
 
+void softmax_cols(const float* s, int rows, int cols, int lds, float* col_max, float* col_sum, float* beta, float* p,
+                  int ldp) {
+  for (int c = 0; c < cols; ++c) {
+    float m = col_max[c];
+    for (int r = 0; r < rows; ++r) {
+      const float v = s[static_cast<std::ptrdiff_t>(r) * lds + c];
+      m = v > m ? v : m;
+    }
+    const float b = col_max[c] == kNegInf ? 0.0f : exp_np(col_max[c] - m);
+    float sum = 0.0f;
+    for (int r = 0; r < rows; ++r) {
+      const float e = exp_np(s[static_cast<std::ptrdiff_t>(r) * lds + c] - m);
+      p[static_cast<std::ptrdiff_t>(r) * ldp + c] = e;
+      sum = sum + e;
+    }
+    col_sum[c] = std::fma(col_sum[c], b, sum);
+    col_max[c] = m;
+    beta[c] = b;
+  }
+}
+
 void layernorm_gelu(const float* x, int n, const float* g, const float* b, float* out) {
   using namespace poly;
   float lane[16] = {};
@@ -86,7 +107,7 @@ void exp_nonpositive(const float* x, int n, float* out) {
 
 }  // namespace
 
-const LgKernels kScalarLgKernels{util::Isa::Scalar, softmax_tile, layernorm_gelu, exp_nonpositive};
+const LgKernels kScalarLgKernels{util::Isa::Scalar, softmax_tile, softmax_cols, layernorm_gelu, exp_nonpositive};
 
 const LgKernels& best_lg_kernels() {
   static const LgKernels* const k = [] {

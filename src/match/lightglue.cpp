@@ -253,6 +253,121 @@ void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int
   err.rethrow();
 }
 
+// The cross block's bidirectional attention with sim = qk0 . qk1^T computed once per tile, as cvg's CrossBlock
+// computes it once for both softmaxes (the two-attention form computed it twice: a quarter of the block's attention
+// products more). Image 0's rows take the row softmax (online over key tiles, as attention()); image 1's points take
+// the column softmax, online over image 0's row blocks (softmax_cols), their accumulated values rescaled when a
+// column's max grows. Tasks: each head x kCrossParts ranges of image 0's row blocks; a range holds its own column
+// maxima, sums and values (n1 x (hd + 2) per head), which are merged after the region in part order. The split does
+// not depend on the thread count, so neither do the bits.
+constexpr std::size_t kCrossParts = 2;
+// Per thread: attention_thread_floats() and the column step's exp tile (kQueryBlock x kKeyTile) and rescale factors.
+std::size_t cross_thread_floats(std::size_t hd) {
+  return attention_thread_floats(hd) + (static_cast<std::size_t>(kQueryBlock) + 1) * kKeyTile;
+}
+// The parts' column maxima, sums and values.
+std::size_t cross_floats(std::size_t n1, std::size_t heads, std::size_t hd) {
+  return kCrossParts * heads * n1 * (hd + 2);
+}
+
+// qk (image 0's n0 rows, then image 1's n1, row stride ld: heads x hd columns each, already scaled) and v (the same
+// rows and strides) into out (row stride ldo): image 0's rows attend to image 1's and back.
+void cross_attention(const LgKernels& kern, const float* qk, const float* v, std::size_t ld, std::size_t n0,
+                     std::size_t n1, float* out, std::size_t ldo, int heads, int hd, int threads) {
+  const auto H = static_cast<std::size_t>(heads), hdu = static_cast<std::size_t>(hd);
+  const std::size_t blocks = (n0 + kQueryBlock - 1) / kQueryBlock, tasks = H * kCrossParts;
+  const std::size_t tile = key_tile();
+  const float* qk1 = qk + n0 * ld;
+  const float* v1 = v + n0 * ld;
+  std::vector<float> pm(kCrossParts * H * n1, kNegInf), pl(kCrossParts * H * n1, 0.0f),
+      pacc(kCrossParts * H * n1 * hdu, 0.0f);
+  ErrorSlot err;
+  const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), tasks));
+#pragma omp parallel num_threads(team)
+  {
+    omp_set_num_threads(1);  // oneDNN's sgemm inside: one thread each
+    std::vector<float> s, p1, beta, acc, m, l, alpha;
+    try {
+      s.resize(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
+      p1.resize(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
+      beta.resize(kKeyTile);
+      acc.resize(static_cast<std::size_t>(kQueryBlock) * hdu);
+      m.resize(kQueryBlock);
+      l.resize(kQueryBlock);
+      alpha.resize(kQueryBlock);
+    } catch (...) {
+      err.record();
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t t = 0; t < tasks; ++t) {
+      if (err.failed) continue;
+      try {
+        const std::size_t h = t % H, part = t / H;
+        float* cm = pm.data() + (part * H + h) * n1;
+        float* cl = pl.data() + (part * H + h) * n1;
+        float* cacc = pacc.data() + (part * H + h) * n1 * hdu;
+        for (std::size_t b = part * blocks / kCrossParts; b < (part + 1) * blocks / kCrossParts; ++b) {
+          const std::size_t r0 = b * kQueryBlock, rows = std::min<std::size_t>(kQueryBlock, n0 - r0);
+          const float* q0 = qk + r0 * ld + h * hdu;
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          std::fill(m.begin(), m.end(), kNegInf);
+          std::fill(l.begin(), l.end(), 0.0f);
+          for (std::size_t j0 = 0; j0 < n1; j0 += tile) {
+            const std::size_t cols = std::min<std::size_t>(tile, n1 - j0);
+            sgemm('N', 'T', rows, cols, hdu, 1.0f, q0, ld, qk1 + j0 * ld + h * hdu, ld, 0.0f, s.data(), kKeyTile);
+            // Image 1's points: the column step, then their values rescaled and this block's added.
+            kern.softmax_cols(s.data(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, cm + j0, cl + j0,
+                              beta.data(), p1.data(), kKeyTile);
+            for (std::size_t c = 0; c < cols; ++c)
+              for (std::size_t d = 0; d < hdu; ++d) cacc[(j0 + c) * hdu + d] *= beta[c];
+            sgemm('T', 'N', cols, hdu, rows, 1.0f, p1.data(), kKeyTile, v + r0 * ld + h * hdu, ld, 1.0f,
+                  cacc + j0 * hdu, hdu);
+            // Image 0's rows: the row step, as attention().
+            kern.softmax_tile(s.data(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
+                              alpha.data());
+            if (j0 > 0)
+              for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t d = 0; d < hdu; ++d) acc[r * hdu + d] *= alpha[r];
+            sgemm('N', 'N', rows, hdu, cols, 1.0f, s.data(), kKeyTile, v1 + j0 * ld + h * hdu, ld, 1.0f, acc.data(),
+                  hdu);
+          }
+          for (std::size_t r = 0; r < rows; ++r) {
+            float* o = out + (r0 + r) * ldo + h * hdu;
+            for (std::size_t d = 0; d < hdu; ++d) o[d] = acc[r * hdu + d] / l[r];
+          }
+        }
+      } catch (...) {
+        err.record();
+      }
+    }
+    // Image 1's points: the parts merged in part order, by each part's max against the largest.
+#pragma omp for schedule(static)
+    for (std::size_t j = 0; j < n1; ++j) {
+      for (std::size_t h = 0; h < H; ++h) {
+        float mx = kNegInf;
+        for (std::size_t part = 0; part < kCrossParts; ++part) mx = std::max(mx, pm[(part * H + h) * n1 + j]);
+        float f[kCrossParts], diff[kCrossParts];
+        for (std::size_t part = 0; part < kCrossParts; ++part) {
+          const float pmj = pm[(part * H + h) * n1 + j];
+          diff[part] = pmj == kNegInf ? kNegInf : pmj - mx;  // exp gives 0 for -inf
+        }
+        kern.exp_nonpositive(diff, static_cast<int>(kCrossParts), f);
+        float sum = 0.0f;
+        for (std::size_t part = 0; part < kCrossParts; ++part)
+          sum = std::fma(pl[(part * H + h) * n1 + j], f[part], sum);
+        float* o = out + (n0 + j) * ldo + h * hdu;
+        for (std::size_t d = 0; d < hdu; ++d) {
+          float a = 0.0f;
+          for (std::size_t part = 0; part < kCrossParts; ++part)
+            a = std::fma(pacc[((part * H + h) * n1 + j) * hdu + d], f[part], a);
+          o[d] = a / sum;
+        }
+      }
+    }
+  }
+  err.rethrow();
+}
+
 // cvg's apply_cached_rotary_emb: t * cos + rotate_half(t) * sin, with rotate_half(t)[2i] = -t[2i+1],
 // [2i+1] = t[2i]; the same encoding for every head. On the queries and keys of `x` (n rows of stride ld: heads x hd
 // queries, then as many keys).
@@ -333,13 +448,7 @@ void cross_block(const LgKernels& kern, const lightglue::detail::Layer& L, State
 #pragma omp parallel for schedule(static) if (n > 256)
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t k = 0; k < d; ++k) st.qkv[i * ld + k] *= qk_scale;
-  std::vector<AttentionJob> jobs;
-  for (int s = 0; s < 2; ++s) {
-    const float* q = st.qkv.data() + st.off(s) * ld;
-    const float* other = st.qkv.data() + st.off(1 - s) * ld;
-    jobs.push_back({q, ld, st.n[s], other, ld, other + d, ld, st.n[1 - s], 1.0f, st.ctx.data() + st.off(s) * d, d});
-  }
-  attention(kern, jobs, heads, hd, threads);
+  cross_attention(kern, st.qkv.data(), st.qkv.data() + d, ld, st.n[0], st.n[1], st.ctx.data(), d, heads, hd, threads);
   message_and_ffn(kern, L.cross_out, L.cross_ffn, st, d);
 }
 
@@ -657,7 +766,8 @@ std::size_t LightGlue::memory_bound(std::size_t n0, std::size_t n1, int threads)
   // The layers and the assignment do not overlap (the heads' buffers of the last layer are gone by then), but a
   // bound may add them: the sum is what is counted.
   const std::size_t floats = prepared_floats(n0, d, half) + prepared_floats(n1, d, half) + state_floats(rows, d, half) +
-                             heads_floats(rows) + team * attention_thread_floats(hd) + assign_floats(n0, n1, d) +
+                             heads_floats(rows) + team * cross_thread_floats(hd) +
+                             cross_floats(n1, static_cast<std::size_t>(w.num_heads), hd) + assign_floats(n0, n1, d) +
                              team * assign_thread_floats(n1) + result_floats(n0, n1);
   return sizeof(float) * floats + team * kGemmBytesPerThread + kFixedBytes;
 }

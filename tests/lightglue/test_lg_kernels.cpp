@@ -82,6 +82,50 @@ TEST(LgKernels, SoftmaxTilesEqualTheReferenceAndTheWholeRow) {
   EXPECT_NEAR(l, sum, 1e-5 * sum);
 }
 
+// The column step (the cross block's second direction): every table gives the reference's bits on awkward column
+// counts over several row blocks, leaves the tile as it was, and over the blocks equals the softmax of whole columns.
+TEST(LgKernels, SoftmaxColumnsEqualTheReferenceAndTheWholeColumn) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g(0.0f, 4.0f);
+  for (const lg::LgKernels* k : lg::available_lg_kernels()) {
+    for (int cols : {1, 5, 8, 13, 16, 17, 31, 64, 100}) {
+      const int rows = 7, blocks = 3, lds = cols + 3, ldp = cols + 5;
+      std::vector<float> s(static_cast<std::size_t>(blocks * rows * lds));
+      for (auto& v : s) v = g(rng);
+      const std::vector<float> s_in = s;
+      std::vector<float> m(static_cast<std::size_t>(cols), -INFINITY), l(m.size(), 0), be(m.size()),
+          m_ref = m, l_ref = l, be_ref = be;
+      std::vector<float> p(static_cast<std::size_t>(rows * ldp)), p_ref = p;
+      for (int b = 0; b < blocks; ++b) {
+        const float* t = s.data() + static_cast<std::size_t>(b * rows * lds);
+        k->softmax_cols(t, rows, cols, lds, m.data(), l.data(), be.data(), p.data(), ldp);
+        lg::kScalarLgKernels.softmax_cols(t, rows, cols, lds, m_ref.data(), l_ref.data(), be_ref.data(), p_ref.data(),
+                                          ldp);
+        for (int c = 0; c < cols; ++c) {
+          const auto cu = static_cast<std::size_t>(c);
+          ASSERT_TRUE(same_bits(m[cu], m_ref[cu]) && same_bits(l[cu], l_ref[cu]) && same_bits(be[cu], be_ref[cu]))
+              << superpoint_rt::util::to_string(k->isa) << " cols=" << cols << " block " << b << " column " << c;
+          if (b == 0) {
+            EXPECT_EQ(be[cu], 0.0f);  // no earlier block: nothing to rescale
+          }
+          for (int r = 0; r < rows; ++r)
+            ASSERT_TRUE(
+                same_bits(p[static_cast<std::size_t>(r * ldp + c)], p_ref[static_cast<std::size_t>(r * ldp + c)]))
+                << superpoint_rt::util::to_string(k->isa) << " cols=" << cols << " row " << r << " column " << c;
+        }
+      }
+      EXPECT_EQ(s, s_in);
+      for (int c = 0; c < cols; ++c) {  // over the blocks: the whole column's max and sum of exp
+        double mx = -INFINITY, sum = 0;
+        for (int r = 0; r < blocks * rows; ++r) mx = std::max<double>(mx, s_in[static_cast<std::size_t>(r * lds + c)]);
+        for (int r = 0; r < blocks * rows; ++r) sum += std::exp(s_in[static_cast<std::size_t>(r * lds + c)] - mx);
+        EXPECT_EQ(m[static_cast<std::size_t>(c)], static_cast<float>(mx));
+        EXPECT_NEAR(l[static_cast<std::size_t>(c)], sum, 1e-5 * sum);
+      }
+    }
+  }
+}
+
 TEST(LgKernels, LayerNormGeluEqualsTheReferenceAndTorchsDefinition) {
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 1.5f);

@@ -170,10 +170,14 @@ TEST(Precision, LayerPlansAndTheirOverride) {
   for (const char* l : {"conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a", "score_b"})
     EXPECT_EQ(bf16.at(l), rest) << l;
   const auto int8 = be::onednn::default_layer_plan(Precision::Int8);
+  // conv1a f32; conv1b f32 on CPUs without AVX-512 (rounding conv1a's output to 8 bits lost a bright photo's faint
+  // corners: issue 33), int8 with it; every other layer int8.
   EXPECT_EQ(int8.at("conv1a"), LayerType::F32);
-  // Every other layer int8 on every CPU (GPTQ's codes keep the keypoints within issue 21's F1 target).
-  for (const char* l : {"conv1b", "conv2a", "conv2b", "conv3a", "conv4b", "score_a", "score_b", "descriptor_b"})
+  EXPECT_EQ(int8.at("conv1b"), sp::util::cpu_features().avx512() ? LayerType::Int8 : LayerType::F32);
+  for (const char* l : {"conv2a", "conv2b", "conv3a", "conv4b", "score_a", "score_b", "descriptor_b"})
     EXPECT_EQ(int8.at(l), LayerType::Int8) << l;
+  EXPECT_EQ(be::onednn::layer_plan(Precision::Int8, "conv1b=int8").at("conv1b"), LayerType::Int8);
+  EXPECT_EQ(be::onednn::layer_plan(Precision::Int8, "conv1b=f32").at("conv1b"), LayerType::F32);
   // The override applies in order; conv1a stays f32 whatever it says.
   const auto o = be::onednn::layer_plan(Precision::Int8, "*=bf16,conv2b=int8,conv1a=int8");
   EXPECT_EQ(o.at("conv1b"), LayerType::Bf16);
@@ -320,44 +324,67 @@ TEST(Precision, Bf16StaysCloseToFp32OnAwkwardFrames) {
 }
 
 TEST(Precision, Int8PlanUsesIntegerKernelsAndNoReferenceKernel) {
-  auto b = int8_backend(1);
-  if (!b) return;
-  EXPECT_EQ(b->precision(), "int8");
-  auto ex = b->plan({480, 640});
-  const std::string d = ex->plan_description();
-  std::cout << "int8 plan: " << d << "\n";
-  EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
-  // Every 3x3 layer after conv1a: the kernel the table chooses on this CPU (kernel_table.hpp, after the
-  // SUPERPOINT_RT_ISA cap): our 16-bit Winograd kernel (wino_u8.hpp) where it applies, pools fused; else oneDNN's
-  // int8 direct kernels. The 1x1 layers: oneDNN's. What runs where is the table's answer (KernelTable.* tests each
-  // row), never re-derived here from the CPU's units.
-  const auto& wt = real_weights();
-  const be::onednn::KernelCpu cpu = be::onednn::kernel_cpu();
-  const be::onednn::KernelChoice k3 = be::onednn::choose_kernel(
-      {wt.encoder[1].in_channels, wt.encoder[1].out_channels, 3, be::onednn::LayerType::Int8}, cpu);
-  const bool wino = k3.kernel == be::onednn::Kernel::WinoU8;
-  const std::string kernel = std::string(":int8:wino_u8(ours:") + k3.variant + ")";
-  for (const char* l :
-       {"conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a"})
-    EXPECT_NE(layer_entry(d, l).find(wino ? kernel : ":int8:direct("), std::string::npos) << l << ": " << d;
-  for (const char* l : {"score_b", "descriptor_b"})
-    EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
-  // Between the kernel's layers (conv1a's output to conv4b's) the u8 activations have a scale per channel; the 1x1
-  // layers' inputs (score_a's, descriptor_a's outputs) one, as oneDNN reads them.
-  for (const char* l : {"conv1a", "conv1b", "conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"})
-    EXPECT_EQ(layer_entry(d, l).find("+u8_per_channel") != std::string::npos, wino) << l << ": " << d;
-  for (const char* l : {"score_a", "descriptor_a"})
-    EXPECT_EQ(layer_entry(d, l).find("+u8_per_channel"), std::string::npos) << d;
-  for (const char* pool : {"pool1", "pool2", "pool3"})
-    EXPECT_EQ(layer_entry(d, pool).find("in_conv") != std::string::npos, wino) << d;
-  EXPECT_EQ(d.find("jit_int8_wino"), std::string::npos) << d;  // oneDNN's 8-bit Winograd costs homography accuracy
-  // conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the table's kernel for this CPU),
-  // which conv1b reads as it is.
-  const be::onednn::KernelChoice k1 =
-      be::onednn::choose_kernel({1, wt.encoder[0].out_channels, 3, be::onednn::LayerType::F32, true}, cpu);
-  ASSERT_EQ(k1.kernel, be::onednn::Kernel::Conv1aU8);
-  EXPECT_NE(d.find(std::string("conv1a:f32:conv1a_u8(ours:") + k1.variant + ")"), std::string::npos) << d;
-  EXPECT_EQ(d.find("reorder"), std::string::npos) << d;
+  // Both int8 plans: this CPU's default (default_layer_plan: conv1b f32 without AVX-512, else int8) and the other one
+  // (SUPERPOINT_RT_LAYER_PRECISION=conv1b=...), each checked by what its conv1b is.
+  using be::onednn::LayerType;
+  const LayerType here = be::onednn::default_layer_plan(be::onednn::Precision::Int8).at("conv1b");
+  for (const LayerType conv1b : {here, here == LayerType::F32 ? LayerType::Int8 : LayerType::F32}) {
+    std::unique_ptr<be::Backend> b;
+    {
+      const ScopedEnv lp("SUPERPOINT_RT_LAYER_PRECISION", conv1b == here             ? ""
+                                                          : conv1b == LayerType::F32 ? "conv1b=f32"
+                                                                                     : "conv1b=int8");
+      b = int8_backend(1);
+    }
+    if (!b) return;
+    EXPECT_EQ(b->precision(), "int8");
+    const std::string d = b->plan({480, 640})->plan_description();
+    std::cout << "int8 plan" << (conv1b == here ? " (this CPU's)" : "") << ": " << d << "\n";
+    EXPECT_EQ(d.find("ref:"), std::string::npos) << "a reference (slow) oneDNN kernel was picked: " << d;
+    // Every int8 3x3 layer: the kernel the table chooses on this CPU (kernel_table.hpp, after the SUPERPOINT_RT_ISA
+    // cap): our 16-bit Winograd kernel (wino_u8.hpp) where it applies, pools fused; else oneDNN's int8 direct
+    // kernels. The 1x1 layers: oneDNN's. What runs where is the table's answer (KernelTable.* tests each row), never
+    // re-derived here from the CPU's units.
+    const auto& wt = real_weights();
+    const be::onednn::KernelCpu cpu = be::onednn::kernel_cpu();
+    const be::onednn::KernelChoice k3 =
+        be::onednn::choose_kernel({wt.encoder[1].in_channels, wt.encoder[1].out_channels, 3, LayerType::Int8}, cpu);
+    const bool wino = k3.kernel == be::onednn::Kernel::WinoU8;
+    const std::string kernel = std::string(":int8:wino_u8(ours:") + k3.variant + ")";
+    for (const char* l : {"conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b", "score_a", "descriptor_a"})
+      EXPECT_NE(layer_entry(d, l).find(wino ? kernel : ":int8:direct("), std::string::npos) << l << ": " << d;
+    for (const char* l : {"score_b", "descriptor_b"})
+      EXPECT_NE(layer_entry(d, l).find(":int8:direct("), std::string::npos) << d;
+    // Between the kernel's layers (up to conv4b's output) the u8 activations have a scale per channel; the 1x1
+    // layers' inputs (score_a's, descriptor_a's outputs) one, as oneDNN reads them.
+    for (const char* l : {"conv2a", "conv2b", "conv3a", "conv3b", "conv4a", "conv4b"})
+      EXPECT_EQ(layer_entry(d, l).find("+u8_per_channel") != std::string::npos, wino) << l << ": " << d;
+    for (const char* l : {"score_a", "descriptor_a"})
+      EXPECT_EQ(layer_entry(d, l).find("+u8_per_channel"), std::string::npos) << d;
+    for (const char* pool : {"pool2", "pool3"})
+      EXPECT_EQ(layer_entry(d, pool).find("in_conv") != std::string::npos, wino) << d;
+    EXPECT_EQ(d.find("jit_int8_wino"), std::string::npos) << d;  // oneDNN's 8-bit Winograd costs homography accuracy
+    if (conv1b == LayerType::F32) {
+      // conv1b f32 (with pool1; on our fp32 Winograd where the table chooses it); its output quantised once for
+      // conv2a, per channel where the kernel reads it.
+      EXPECT_NE(layer_entry(d, "conv1b").find(":f32:"), std::string::npos) << d;
+      EXPECT_NE(layer_entry(d, "conv2a_in").find(wino ? "quantise(u8_per_channel)" : "reorder"), std::string::npos)
+          << d;
+    } else if (wino) {
+      // All-int8: conv1a computes in f32 and writes u8 channels-last itself (conv1a_u8.hpp, the table's kernel for
+      // this CPU), which conv1b's kernel reads as it is.
+      const be::onednn::KernelChoice k1 =
+          be::onednn::choose_kernel({1, wt.encoder[0].out_channels, 3, LayerType::F32, true}, cpu);
+      ASSERT_EQ(k1.kernel, be::onednn::Kernel::Conv1aU8);
+      EXPECT_NE(d.find(std::string("conv1a:f32:conv1a_u8(ours:") + k1.variant + ")"), std::string::npos) << d;
+      for (const char* l : {"conv1a", "conv1b"})
+        EXPECT_NE(layer_entry(d, l).find("+u8_per_channel"), std::string::npos) << l << ": " << d;
+      EXPECT_NE(layer_entry(d, "conv1b").find(kernel), std::string::npos) << d;
+      EXPECT_NE(layer_entry(d, "pool1").find("in_conv1b"), std::string::npos) << d;
+      EXPECT_EQ(d.find("reorder"), std::string::npos) << d;
+      EXPECT_EQ(d.find("quantise"), std::string::npos) << d;
+    }
+  }
 }
 
 TEST(Precision, Int8WinogradLayersStayCloseToTheDirectKernel) {
@@ -384,12 +411,12 @@ TEST(Precision, Int8WinogradLayersStayCloseToTheDirectKernel) {
     // Read when the backend calibrates (GPTQ's weights for the direct kernels) and when a plan is made.
     const ScopedEnv algo("SUPERPOINT_RT_CONV_ALGO", "conv1b=direct");
     direct = int8_backend(2);
-    EXPECT_NE(layer_entry(direct->plan({480, 640})->plan_description(), "conv1b").find(":int8:direct("),
+    EXPECT_NE(layer_entry(direct->plan({480, 640})->plan_description(), "conv2a").find(":int8:direct("),
               std::string::npos);
     od = run_once(*direct, pv, 480, 640);
   }
   const Outputs ow = run_once(*wino, pv, 480, 640);
-  EXPECT_NE(layer_entry(wino->plan({480, 640})->plan_description(), "conv1b").find("wino_u8"), std::string::npos);
+  EXPECT_NE(layer_entry(wino->plan({480, 640})->plan_description(), "conv2a").find("wino_u8"), std::string::npos);
   const Fidelity f1 = compare(ow, od, 60 * 80);
   std::cout << "int8 Winograd layers vs direct on icl_250: score diff max " << f1.max_score_diff << " mean "
             << f1.mean_score_diff << ", descriptor cosine min " << f1.min_desc_cos << " mean " << f1.mean_desc_cos

@@ -384,8 +384,9 @@ class OneDnnExecutor final : public Executor {
   // it).
   bool wino(const std::string& label) const { return wino_.count(label) > 0; }
   // The layers the kernel will take (wino_planned_): winograd_expected, a 3x3 int8 layer writing u8 with the
-  // shapes the kernel takes, in an int8 plan, and conv1b among them (the kernel reads u8 channels-last, from conv1b
-  // on).
+  // shapes the kernel takes, in an int8 plan, with conv1b among them, or conv1b f32 and conv2a among them (the
+  // kernel reads u8 channels-last: conv1a writes it for conv1b, a quantising reorder of conv1b's f32 output for
+  // conv2a).
   void plan_wino(const model::Weights& wt);
   // The u8 scales layer `label` writes (one per channel where every reader of its output is planned on the kernel
   // and the calibration has per-channel figures, else one for all): 255 / the calibrated maximum.
@@ -407,8 +408,9 @@ class OneDnnExecutor final : public Executor {
   // [0, hh)) into their rows of `out`; `lane` as add_conv1a_u8's.
   void add_wino(std::vector<Step>& seq, const std::string& label, std::shared_ptr<const int> first_row, int rows,
                 int hh, int ww, const memory& in, const memory& out, int lane);
-  // A 3x3 layer after conv1b (+ its pool where pooled_after) by the kernel when conv1b's runs there, its input `x`
-  // (hh x ww) is u8 channels-last and prepare_wino takes it; else an empty memory (the caller adds oneDNN's).
+  // A 3x3 layer after conv1b (+ its pool where pooled_after) by the kernel where planned, its input `x` (hh x ww)
+  // u8 channels-last, or conv2a's f32 input (conv1b's, pooled) quantised to that at conv1b's output scales by a
+  // reorder added here; else an empty memory (the caller adds oneDNN's).
   memory add_wino_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
                         const std::string& label);
   // conv1b (+ pool1) over the whole frame / a stripe.

@@ -83,12 +83,14 @@ using LayerPlan = std::map<std::string, LayerType>;
 ///         Bf16. Without AMX: descriptor_b (1x1) Bf16, every 3x3 layer F32 on Winograd, which is faster there
 ///         than oneDNN's direct bf16 kernels, and score_b F32, so that the keypoints are fp32's (measurements beside
 ///         the code).
-///   Int8  every layer Int8 but conv1a. With AVX-512 VNNI (no AMX) every 3x3 layer after conv1a runs on our 16-bit
-///         Winograd kernel (wino_u8.hpp) with a u8 scale per channel between those layers: 0.42x the fp32 forward on
-///         Zen 4, F1 0.973 / 0.916. Elsewhere oneDNN's direct kernels, the weights of the trunk and the score head
-///         rounded by GPTQ (gptq.hpp):
-///         keypoint F1 0.974 / 0.902 against fp32 (0.953 / 0.868 with the nearest codes), 0.5x the fp32 forward
-///         with AVX-512 VNNI on Zen 4, 0.50x capped to AVX2.
+///   Int8  every layer Int8 but conv1a, and on CPUs without AVX-512 conv1b too (f32: rounding conv1a's output to 8
+///         bits lost a bright photo's faint corners, keypoint F1 0.877 on that view; issue 33). Without AMX every
+///         3x3 layer after conv1a runs on our 16-bit Winograd kernel (wino_u8.hpp) with a u8 scale per channel
+///         between those layers; an f32 conv1b runs on our fp32 Winograd, its output quantised per channel for
+///         conv2a. Keypoint F1 against fp32 (mean / worst view, two draws of 440 pairs, Intel Xeon capped to AVX2):
+///         with conv1b f32 0.982 / 0.948, 0.85x the fp32 forward; all-int8 0.974 / 0.877, 0.69x (0.63x with
+///         AVX-512 VNNI, the same integer bits). With AMX, oneDNN's direct kernels, the int8 weights of the trunk
+///         and the score head rounded by GPTQ (gptq.hpp).
 /// SUPERPOINT_RT_LAYER_PRECISION overrides it for experiments: "conv1b=f32,score_a=bf16", applied in order ("*=int8"
 /// sets every layer; unlisted layers keep the plan; conv1a stays F32); an unknown layer or type throws
 /// InvalidArgument naming it. SUPERPOINT_RT_INT8_CLIP=max|pP does the same for the calibration percentile, and

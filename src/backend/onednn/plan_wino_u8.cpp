@@ -35,7 +35,11 @@ void OneDnnExecutor::plan_wino(const model::Weights& wt) {
     if (winograd_expected(label, *c, algo_override_) && type_of(label) == LayerType::Int8 &&
         dst_type(label, LayerType::Int8) == dt::u8)
       wino_planned_.insert(label);
-  if (!wino_planned_.count("conv1b")) wino_planned_.clear();
+  // The kernel reads u8 channels-last from its producer: conv1a writes it for conv1b (add_conv1a_u8); where conv1b is
+  // f32 (the int8 plan's, on our fp32 Winograd), one reorder quantises conv1b's output for conv2a (add_wino_layer).
+  const bool from_conv1b = wino_planned_.count("conv1b") > 0;
+  const bool from_conv2a = type_of("conv1b") == LayerType::F32 && wino_planned_.count("conv2a") > 0;
+  if (!from_conv1b && !from_conv2a) wino_planned_.clear();
 }
 
 std::vector<float> OneDnnExecutor::output_scales(const std::string& label) const {
@@ -79,13 +83,34 @@ void OneDnnExecutor::record_channel_percentiles(const char* label, const memory&
 
 memory OneDnnExecutor::add_wino_layer(std::vector<Step>& seq, const model::Conv& c, const memory& x, int hh, int ww,
                                       const std::string& label) {
-  if (!wino("conv1b") || x.get_desc() != memory::desc({1, c.in_channels, hh, ww}, dt::u8, tag::nhwc)) return {};
-  prepare_wino(label, c, input_scales(x));
+  const memory::desc u8_in({1, c.in_channels, hh, ww}, dt::u8, tag::nhwc);
+  if (!wino_planned_.count(label)) return {};
+  memory in = x;
+  if (label == "conv2a" && x.get_desc().data_type() == dt::f32) {
+    // conv1b in f32 (+ pool1): its output to the kernel's u8 channels-last, at conv1b's per-channel scales
+    // (output_scales: conv2a, its reader, is planned here), rounded to nearest as oneDNN's reorders round.
+    const std::vector<float> s = output_scales("conv1b");
+    in = new_activation(u8_in);
+    dnnl::primitive_attr a;
+    a.set_output_scales(s.size() > 1 ? 1 << 1 : 0, s);
+    seq.push_back({dnnl::reorder(dnnl::reorder::primitive_desc(x, in, a)),
+                   {{DNNL_ARG_FROM, x.get()}, {DNNL_ARG_TO, in.get()}},
+                   {x, in},
+                   nullptr,
+                   {}});
+    if (s.size() > 1)
+      channel_scale_[in.get()] = s;
+    else
+      scale_[in.get()] = s[0];
+    describe(label + "_in", s.size() > 1 ? "quantise(u8_per_channel)" : "quantise(u8)");
+  }
+  if (in.get_desc() != u8_in) return {};
+  prepare_wino(label, c, input_scales(in));
   if (!wino(label)) return {};
   const bool pool = pooled_after(label);
   const memory out =
       new_activation(memory::desc({1, c.out_channels, pool ? hh / 2 : hh, pool ? ww / 2 : ww}, dt::u8, tag::nhwc));
-  add_wino(seq, label, nullptr, pool ? hh / 2 * 2 : hh, hh, ww, x, out, -1);
+  add_wino(seq, label, nullptr, pool ? hh / 2 * 2 : hh, hh, ww, in, out, -1);
   return out;
 }
 

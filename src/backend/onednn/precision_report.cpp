@@ -23,18 +23,20 @@ namespace {
 // descriptor_b bf16): the keypoints are fp32's.
 constexpr const char* kQualityBf16 =
     "F1@2 1.0000 / 1.0000; MMA, rep, MS within 0.01 pt; HA within 0.41 pt (880 pairs x 10 RANSAC draws)";
-// The all-int8 plan with the six built-in calibration planes. With AVX-512 VNNI (no AMX) every 3x3 layer after conv1a
-// runs on our 16-bit Winograd kernel with a u8 scale per channel between those layers (wino_u8.hpp; 2026-12-05
-// 12:30 UTC); elsewhere on oneDNN's direct kernels with GPTQ's
-// weights (AVX-512 VNNI 2026-12-04; capped to AVX2, 44 pairs x 3 draws: F1@2 0.9738 / 0.9091, MMA, rep, MS within
-// 0.13 pt).
-constexpr const char* kQualityInt8Winograd =
-    "F1@2 0.9731 / 0.9158; MMA, rep, MS within 0.24 pt; HA within 0.25 pt (440 pairs x 10 RANSAC draws)";
-// The same kernel's arithmetic on 256-bit registers (AVX2 / AVX-VNNI: the same bits as AVX-512 VNNI's; the 1x1 heads on
-// oneDNN's AVX2 int8 kernels), measured on an Intel Xeon capped by SUPERPOINT_RT_ISA=avx2-novnni, 2026-12-06 (issue
-// 33): HA@3 1.32 pt under fp32's, with a paired standard error of 0.73.
-constexpr const char* kQualityInt8Winograd256 =
-    "F1@2 0.9732 / 0.9132; MMA, rep, MS within 0.37 pt; HA within 1.32 pt (440 pairs x 10 RANSAC draws)";
+// The int8 plans with the six built-in calibration planes (default_layer_plan). Without AMX every 3x3 int8 layer runs
+// on our 16-bit Winograd kernel with a u8 scale per channel between those layers (wino_u8.hpp; its AVX-512 VNNI,
+// AVX-VNNI and AVX2 forms give the same bits). With AVX-512 the plan is all-int8 but conv1a: AVX-512 VNNI on Zen 4,
+// seed 0, 2026-12-05 12:30 UTC; a second draw (seed 1, the same bits capped to AVX2, 2026-12-06 07:40 UTC) had one
+// view at 0.8768 (HA@1 +1.18, HA@3 0.00). Without AVX-512 conv1b is f32 too (on our fp32 Winograd): measured on an
+// Intel Xeon with CPUID capped to AVX2 (scripts/as-cpu.sh avx2-novnni), seeds 0 and 1, 2026-12-06 10:35-10:43 UTC
+// (issue 33): F1@2 0.9817 / 0.9511 and 0.9817 / 0.9481, HA@3 +0.48 (paired s.e. 0.69) and -1.36 (0.72).
+constexpr const char* kQualityInt8AllWinograd =
+    "F1@2 0.9731 / 0.9158 (a second draw: 0.9735 / 0.8768); MMA, rep, MS within 0.24 pt; HA within 1.18 pt (2 x 440 "
+    "pairs x 10 RANSAC draws)";
+constexpr const char* kQualityInt8Conv1bF32 =
+    "F1@2 0.9817 / 0.9481; MMA, rep, MS within 0.24 pt; HA within 1.36 pt (2 x 440 pairs x 10 RANSAC draws; HA@3 "
+    "-0.44 over both)";
+// With AMX, oneDNN's int8 kernels with GPTQ's weights (capped to AVX2, 2026-12-04; no AMX machine measured).
 constexpr const char* kQualityInt8Direct =
     "F1@2 0.9742 / 0.9063; MMA, rep, MS within 0.34 pt; HA within 0.50 pt (440 pairs x 10 RANSAC draws)";
 
@@ -62,8 +64,8 @@ struct Speed {
 
 // Forward time / fp32's on the kind of CPU `f` is, per precision (fp32 is 1 by definition): the CPU time of
 // `bench_forward --threads 2 --precision fp32,int8,bf16` with the plans interleaved, fp32 on our F(4x4,3x3) Winograd
-// (docs/BENCHMARKS.md, 2026-12-06, issue 33; an Intel Xeon model 207, uncapped and capped by SUPERPOINT_RT_ISA; the
-// machine shared with other work: +-10 %).
+// (docs/BENCHMARKS.md, 2026-12-06 10:43 UTC, issue 33; an Intel Xeon model 207, uncapped and with CPUID capped by
+// scripts/as-cpu.sh; the machine shared with other work: +-10 %).
 Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
   if (precision == "bf16") {
     if (f.amx) return {0.74, false, "expected: AMX, from the plan's f32 share (issue 12's simulation estimate)"};
@@ -76,13 +78,13 @@ Speed speed_of(const std::string& precision, const util::CpuFeatures& f) {
   if (variant == "avx512_vnni")
     return {0.63, true, "measured: Intel Xeon, AVX-512 VNNI, 16-bit Winograd, against fp32's Winograd"};
   if (variant == "avx_vnni")
-    return {0.59, true,
-            "measured: Intel Xeon capped to AVX2 + AVX-VNNI (SUPERPOINT_RT_ISA=avx2), 16-bit Winograd on vpdpwssd "
-            "ymm, against fp32's Winograd"};
+    return {0.77, true,
+            "measured: Intel Xeon with CPUID capped to AVX2 + AVX-VNNI, conv1b on fp32 Winograd and the rest on "
+            "16-bit Winograd on vpdpwssd ymm, against fp32's Winograd"};
   if (variant == "avx2")
-    return {0.69, true,
-            "measured: Intel Xeon capped to AVX2 (SUPERPOINT_RT_ISA=avx2-novnni), 16-bit Winograd on vpmaddwd, "
-            "against fp32's Winograd"};
+    return {0.85, true,
+            "measured: Intel Xeon with CPUID capped to AVX2, conv1b on fp32 Winograd and the rest on 16-bit Winograd "
+            "on vpmaddwd, against fp32's Winograd"};
   return {0.9, false, "expected: oneDNN's u8 x s8 direct kernels (not measured)"};
 }
 }  // namespace
@@ -109,11 +111,10 @@ std::vector<PrecisionReport> precisions_on_this_cpu() {
       r.time_vs_fp32 = s.time_vs_fp32;
       r.measured = s.measured;
       r.basis = s.basis;
-      const std::string int8_variant = int8_kernel(f).variant;
-      r.quality = r.precision == "bf16"           ? kQualityBf16
-                  : int8_variant == "avx512_vnni" ? kQualityInt8Winograd
-                  : int8_winograd(f)              ? kQualityInt8Winograd256
-                                                  : kQualityInt8Direct;
+      r.quality = r.precision == "bf16" ? kQualityBf16
+                  : !int8_winograd(f)   ? kQualityInt8Direct
+                  : f.avx512()          ? kQualityInt8AllWinograd
+                                        : kQualityInt8Conv1bF32;
     }
     out.push_back(std::move(r));
   }

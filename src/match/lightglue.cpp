@@ -8,8 +8,9 @@
 // Attention (cvg's Attention / CrossBlock) in tiles: for each head and block of kQueryBlock queries, the keys in
 // tiles of kKeyTile with an online softmax (running max and sum per query, the accumulated values rescaled when the
 // max grows), so a call holds kQueryBlock x kKeyTile logits per thread, never the N x N matrix. The cross block's
-// bidirectional attention (softmax of sim over rows for image 0, over columns for image 1) is two such attentions,
-// image 0 attending to image 1 and back, with cvg's scaling of both qk by head_dim^-1/4 before the product.
+// bidirectional attention (softmax of sim over rows for image 0, over columns for image 1) computes each tile of sim
+// once for both directions, the columns' softmax online over image 0's row blocks (cross_attention), with cvg's
+// scaling of both qk by head_dim^-1/4 before the product.
 //
 // The assignment (MatchAssignment + sigmoid_log_double_softmax + filter_matches) in two passes over blocks of rows
 // of sim, recomputed rather than stored: the first finds every row's and column's log-sum-exp, the second the

@@ -29,6 +29,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "match/lg_kernels.hpp"
@@ -207,10 +208,11 @@ void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int
   const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), tasks));
 #pragma omp parallel num_threads(team)
   {
-    omp_set_num_threads(1);  // oneDNN's sgemm inside: one thread each
-    std::vector<float> s, acc, m, l, alpha;
+    omp_set_num_threads(1);      // oneDNN's sgemm inside: one thread each
+    std::unique_ptr<float[]> s;  // written by each product before it is read: not cleared
+    std::vector<float> acc, m, l, alpha;
     try {
-      s.resize(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
+      s = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
       acc.resize(static_cast<std::size_t>(kQueryBlock) * hdu);
       m.resize(kQueryBlock);
       l.resize(kQueryBlock);
@@ -232,15 +234,15 @@ void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int
         std::fill(l.begin(), l.end(), 0.0f);
         for (std::size_t j0 = 0; j0 < J.nk; j0 += tile) {
           const std::size_t cols = std::min<std::size_t>(tile, J.nk - j0);
-          sgemm('N', 'T', rows, cols, hdu, J.scale, qh, J.ldq, J.k + j0 * J.ldk + h * hdu, J.ldk, 0.0f, s.data(),
+          sgemm('N', 'T', rows, cols, hdu, J.scale, qh, J.ldq, J.k + j0 * J.ldk + h * hdu, J.ldk, 0.0f, s.get(),
                 kKeyTile);
-          kern.softmax_tile(s.data(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
+          kern.softmax_tile(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
                             alpha.data());
           if (j0 > 0)
             for (std::size_t r = 0; r < rows; ++r)
               for (std::size_t d = 0; d < hdu; ++d) acc[r * hdu + d] *= alpha[r];
-          sgemm('N', 'N', rows, hdu, cols, 1.0f, s.data(), kKeyTile, J.v + j0 * J.ldv + h * hdu, J.ldv, 1.0f,
-                acc.data(), hdu);
+          sgemm('N', 'N', rows, hdu, cols, 1.0f, s.get(), kKeyTile, J.v + j0 * J.ldv + h * hdu, J.ldv, 1.0f, acc.data(),
+                hdu);
         }
         for (std::size_t r = 0; r < rows; ++r) {
           float* o = J.out + (r0 + r) * J.ldo + h * hdu;
@@ -286,11 +288,12 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
   const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), tasks));
 #pragma omp parallel num_threads(team)
   {
-    omp_set_num_threads(1);  // oneDNN's sgemm inside: one thread each
-    std::vector<float> s, p1, beta, acc, m, l, alpha;
+    omp_set_num_threads(1);          // oneDNN's sgemm inside: one thread each
+    std::unique_ptr<float[]> s, p1;  // written before they are read: not cleared
+    std::vector<float> beta, acc, m, l, alpha;
     try {
-      s.resize(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
-      p1.resize(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
+      s = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
+      p1 = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
       beta.resize(kKeyTile);
       acc.resize(static_cast<std::size_t>(kQueryBlock) * hdu);
       m.resize(kQueryBlock);
@@ -315,21 +318,21 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
           std::fill(l.begin(), l.end(), 0.0f);
           for (std::size_t j0 = 0; j0 < n1; j0 += tile) {
             const std::size_t cols = std::min<std::size_t>(tile, n1 - j0);
-            sgemm('N', 'T', rows, cols, hdu, 1.0f, q0, ld, qk1 + j0 * ld + h * hdu, ld, 0.0f, s.data(), kKeyTile);
+            sgemm('N', 'T', rows, cols, hdu, 1.0f, q0, ld, qk1 + j0 * ld + h * hdu, ld, 0.0f, s.get(), kKeyTile);
             // Image 1's points: the column step, then their values rescaled and this block's added.
-            kern.softmax_cols(s.data(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, cm + j0, cl + j0,
-                              beta.data(), p1.data(), kKeyTile);
+            kern.softmax_cols(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, cm + j0, cl + j0,
+                              beta.data(), p1.get(), kKeyTile);
             for (std::size_t c = 0; c < cols; ++c)
               for (std::size_t d = 0; d < hdu; ++d) cacc[(j0 + c) * hdu + d] *= beta[c];
-            sgemm('T', 'N', cols, hdu, rows, 1.0f, p1.data(), kKeyTile, v + r0 * ld + h * hdu, ld, 1.0f,
-                  cacc + j0 * hdu, hdu);
+            sgemm('T', 'N', cols, hdu, rows, 1.0f, p1.get(), kKeyTile, v + r0 * ld + h * hdu, ld, 1.0f, cacc + j0 * hdu,
+                  hdu);
             // Image 0's rows: the row step, as attention().
-            kern.softmax_tile(s.data(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
+            kern.softmax_tile(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
                               alpha.data());
             if (j0 > 0)
               for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t d = 0; d < hdu; ++d) acc[r * hdu + d] *= alpha[r];
-            sgemm('N', 'N', rows, hdu, cols, 1.0f, s.data(), kKeyTile, v1 + j0 * ld + h * hdu, ld, 1.0f, acc.data(),
+            sgemm('N', 'N', rows, hdu, cols, 1.0f, s.get(), kKeyTile, v1 + j0 * ld + h * hdu, ld, 1.0f, acc.data(),
                   hdu);
           }
           for (std::size_t r = 0; r < rows; ++r) {
@@ -354,15 +357,15 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
         }
         kern.exp_nonpositive(diff, static_cast<int>(kCrossParts), f);
         float sum = 0.0f;
-        for (std::size_t part = 0; part < kCrossParts; ++part)
-          sum = std::fma(pl[(part * H + h) * n1 + j], f[part], sum);
+        for (std::size_t part = 0; part < kCrossParts; ++part) sum = sum + pl[(part * H + h) * n1 + j] * f[part];
         float* o = out + (n0 + j) * ldo + h * hdu;
-        for (std::size_t d = 0; d < hdu; ++d) {
-          float a = 0.0f;
-          for (std::size_t part = 0; part < kCrossParts; ++part)
-            a = std::fma(pacc[((part * H + h) * n1 + j) * hdu + d], f[part], a);
-          o[d] = a / sum;
+        std::fill(o, o + hdu, 0.0f);
+        for (std::size_t part = 0; part < kCrossParts; ++part) {
+          const float* a = pacc.data() + ((part * H + h) * n1 + j) * hdu;
+          const float fp = f[part];
+          for (std::size_t d = 0; d < hdu; ++d) o[d] = o[d] + a[d] * fp;
         }
+        for (std::size_t d = 0; d < hdu; ++d) o[d] = o[d] / sum;
       }
     }
   }

@@ -195,6 +195,48 @@ struct AttentionJob {
   std::size_t ldo;
 };
 
+// One thread's online softmax over the key tiles of a block of up to kQueryBlock queries (cvg's Attention, row by
+// row): the logits tile, the accumulated values, the running max and sum per query and their rescale factors
+// (attention_thread_floats). Per block: start(), then for each key tile its logits written into s and add_tile(),
+// then write().
+struct RowAttention {
+  std::size_t hd = 0;
+  std::unique_ptr<float[]> s;  // the logits tile: written by each product before it is read, so not cleared
+  std::vector<float> acc, m, l, alpha;
+  // Allocates (may throw: inside the region's try).
+  void init(std::size_t head_dim) {
+    hd = head_dim;
+    s = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
+    acc.resize(static_cast<std::size_t>(kQueryBlock) * head_dim);
+    m.resize(kQueryBlock);
+    l.resize(kQueryBlock);
+    alpha.resize(kQueryBlock);
+  }
+  void start() {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    std::fill(m.begin(), m.end(), kNegInf);
+    std::fill(l.begin(), l.end(), 0.0f);
+  }
+  // The tile in s (rows x cols logits, row stride kKeyTile): the softmax step in place, the values accumulated so far
+  // rescaled (but for the block's first tile), then acc += exp(logits) v (v: cols rows of stride ldv).
+  void add_tile(const LgKernels& kern, std::size_t rows, std::size_t cols, bool first, const float* v,
+                std::size_t ldv) {
+    kern.softmax_tile(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
+                      alpha.data());
+    if (!first)
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t d = 0; d < hd; ++d) acc[r * hd + d] *= alpha[r];
+    sgemm('N', 'N', rows, hd, cols, 1.0f, s.get(), kKeyTile, v, ldv, 1.0f, acc.data(), hd);
+  }
+  // out[r][0, hd) (row stride ldo) = acc / sum for the block's rows.
+  void write(float* out, std::size_t ldo, std::size_t rows) const {
+    for (std::size_t r = 0; r < rows; ++r) {
+      float* o = out + r * ldo;
+      for (std::size_t d = 0; d < hd; ++d) o[d] = acc[r * hd + d] / l[r];
+    }
+  }
+};
+
 // The jobs' heads x blocks of kQueryBlock queries, all in one OpenMP region.
 void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int heads, int hd, int threads) {
   const auto H = static_cast<std::size_t>(heads);
@@ -208,15 +250,10 @@ void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int
   const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), tasks));
 #pragma omp parallel num_threads(team)
   {
-    omp_set_num_threads(1);      // oneDNN's sgemm inside: one thread each
-    std::unique_ptr<float[]> s;  // written by each product before it is read: not cleared
-    std::vector<float> acc, m, l, alpha;
+    omp_set_num_threads(1);  // oneDNN's sgemm inside: one thread each
+    RowAttention ra;
     try {
-      s = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
-      acc.resize(static_cast<std::size_t>(kQueryBlock) * hdu);
-      m.resize(kQueryBlock);
-      l.resize(kQueryBlock);
-      alpha.resize(kQueryBlock);
+      ra.init(hdu);
     } catch (...) {
       err.record();
     }
@@ -229,25 +266,14 @@ void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int
         const std::size_t local = t - first[ji], h = local % H, qb = local / H;
         const std::size_t r0 = qb * kQueryBlock, rows = std::min<std::size_t>(kQueryBlock, J.nq - r0);
         const float* qh = J.q + r0 * J.ldq + h * hdu;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        std::fill(m.begin(), m.end(), kNegInf);
-        std::fill(l.begin(), l.end(), 0.0f);
+        ra.start();
         for (std::size_t j0 = 0; j0 < J.nk; j0 += tile) {
           const std::size_t cols = std::min<std::size_t>(tile, J.nk - j0);
-          sgemm('N', 'T', rows, cols, hdu, J.scale, qh, J.ldq, J.k + j0 * J.ldk + h * hdu, J.ldk, 0.0f, s.get(),
+          sgemm('N', 'T', rows, cols, hdu, J.scale, qh, J.ldq, J.k + j0 * J.ldk + h * hdu, J.ldk, 0.0f, ra.s.get(),
                 kKeyTile);
-          kern.softmax_tile(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
-                            alpha.data());
-          if (j0 > 0)
-            for (std::size_t r = 0; r < rows; ++r)
-              for (std::size_t d = 0; d < hdu; ++d) acc[r * hdu + d] *= alpha[r];
-          sgemm('N', 'N', rows, hdu, cols, 1.0f, s.get(), kKeyTile, J.v + j0 * J.ldv + h * hdu, J.ldv, 1.0f, acc.data(),
-                hdu);
+          ra.add_tile(kern, rows, cols, j0 == 0, J.v + j0 * J.ldv + h * hdu, J.ldv);
         }
-        for (std::size_t r = 0; r < rows; ++r) {
-          float* o = J.out + (r0 + r) * J.ldo + h * hdu;
-          for (std::size_t d = 0; d < hdu; ++d) o[d] = acc[r * hdu + d] / l[r];
-        }
+        ra.write(J.out + r0 * J.ldo + h * hdu, J.ldo, rows);
       } catch (...) {
         err.record();
       }
@@ -288,17 +314,14 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
   const int team = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(threads), tasks));
 #pragma omp parallel num_threads(team)
   {
-    omp_set_num_threads(1);          // oneDNN's sgemm inside: one thread each
-    std::unique_ptr<float[]> s, p1;  // written before they are read: not cleared
-    std::vector<float> beta, acc, m, l, alpha;
+    omp_set_num_threads(1);       // oneDNN's sgemm inside: one thread each
+    RowAttention ra;              // image 0's rows
+    std::unique_ptr<float[]> p1;  // image 1's exp tile: written before it is read, so not cleared
+    std::vector<float> beta;
     try {
-      s = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
+      ra.init(hdu);
       p1 = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kQueryBlock) * kKeyTile);
       beta.resize(kKeyTile);
-      acc.resize(static_cast<std::size_t>(kQueryBlock) * hdu);
-      m.resize(kQueryBlock);
-      l.resize(kQueryBlock);
-      alpha.resize(kQueryBlock);
     } catch (...) {
       err.record();
     }
@@ -313,32 +336,22 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
         for (std::size_t b = part * blocks / kCrossParts; b < (part + 1) * blocks / kCrossParts; ++b) {
           const std::size_t r0 = b * kQueryBlock, rows = std::min<std::size_t>(kQueryBlock, n0 - r0);
           const float* q0 = qk + r0 * ld + h * hdu;
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          std::fill(m.begin(), m.end(), kNegInf);
-          std::fill(l.begin(), l.end(), 0.0f);
+          ra.start();
           for (std::size_t j0 = 0; j0 < n1; j0 += tile) {
             const std::size_t cols = std::min<std::size_t>(tile, n1 - j0);
-            sgemm('N', 'T', rows, cols, hdu, 1.0f, q0, ld, qk1 + j0 * ld + h * hdu, ld, 0.0f, s.get(), kKeyTile);
-            // Image 1's points: the column step, then their values rescaled and this block's added.
-            kern.softmax_cols(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, cm + j0, cl + j0,
+            sgemm('N', 'T', rows, cols, hdu, 1.0f, q0, ld, qk1 + j0 * ld + h * hdu, ld, 0.0f, ra.s.get(), kKeyTile);
+            // Image 1's points (before the row step overwrites the logits): the column step, then their values
+            // rescaled and this block's added.
+            kern.softmax_cols(ra.s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, cm + j0, cl + j0,
                               beta.data(), p1.get(), kKeyTile);
             for (std::size_t c = 0; c < cols; ++c)
               for (std::size_t d = 0; d < hdu; ++d) cacc[(j0 + c) * hdu + d] *= beta[c];
             sgemm('T', 'N', cols, hdu, rows, 1.0f, p1.get(), kKeyTile, v + r0 * ld + h * hdu, ld, 1.0f, cacc + j0 * hdu,
                   hdu);
             // Image 0's rows: the row step, as attention().
-            kern.softmax_tile(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
-                              alpha.data());
-            if (j0 > 0)
-              for (std::size_t r = 0; r < rows; ++r)
-                for (std::size_t d = 0; d < hdu; ++d) acc[r * hdu + d] *= alpha[r];
-            sgemm('N', 'N', rows, hdu, cols, 1.0f, s.get(), kKeyTile, v1 + j0 * ld + h * hdu, ld, 1.0f, acc.data(),
-                  hdu);
+            ra.add_tile(kern, rows, cols, j0 == 0, v1 + j0 * ld + h * hdu, ld);
           }
-          for (std::size_t r = 0; r < rows; ++r) {
-            float* o = out + (r0 + r) * ldo + h * hdu;
-            for (std::size_t d = 0; d < hdu; ++d) o[d] = acc[r * hdu + d] / l[r];
-          }
+          ra.write(out + r0 * ldo + h * hdu, ldo, rows);
         }
       } catch (...) {
         err.record();

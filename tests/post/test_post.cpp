@@ -2,7 +2,9 @@
 // references against the PyTorch goldens in <shared>/golden/dense, and hand-worked HF semantics.
 //
 // Run under SUPERPOINT_RT_ISA=scalar, =avx2 and unset so that the public dispatch takes every path; the per-table
-// tests below additionally run each table the (capped) CPU allows.
+// tests below run each table the (capped) CPU allows, so the forced-ISA reruns leave out the costly per-table sweeps
+// (Nms.FastIs*, Nms.AboveThreshold*, Nms.DenseRounds*, Nms.GoldenNmsMap*: tests/CMakeLists.txt), whose tables the
+// unforced run already covers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -340,10 +342,6 @@ TEST(Nms, FastIsBitIdenticalToReferenceAt480x640) {
       EXPECT_TRUE(same_bits(fast, ref)) << isa_name(*k) << " r " << r << " first difference at "
                                         << first_bit_difference(fast, ref);
     }
-    post::NmsScratch scratch;
-    std::vector<float> pub(s.size());
-    post::simple_nms(s.data(), h, w, r, pub.data(), scratch);
-    EXPECT_TRUE(same_bits(pub, ref)) << "public simple_nms r " << r;
   }
 }
 
@@ -383,15 +381,31 @@ TEST(Nms, AboveThresholdKeepsTheSamePixelsAboveIt) {
       }
     }
   }
-  // The public entry point, in place, and the fall-back to the full map for a negative threshold.
-  const auto s = random_map(40, 56, 4, 0.3, rng);
-  const auto ref = run_nms_reference(s, 40, 56, 4);
+}
+
+// The public entry points (the table util::best_isa() picks; the ctests isa_<isa>_post run this under each cap) on
+// the 480 x 640 map above and, for the thresholded one, in place and with the fall-back to the full map for a
+// negative threshold. (The per-table sweeps above already run every table the capped CPU allows, so the reruns
+// leave them out: tests/CMakeLists.txt.)
+TEST(Nms, PublicEntryPointsEqualTheReference) {
+  std::mt19937 rng(7);
+  const int h = 480, w = 640;
+  const auto s = random_map(h, w, 16, 0.3, rng);
   post::NmsScratch scratch;
-  auto inplace = s;
+  for (int r : {0, 1, 4, 9}) {
+    const auto ref = run_nms_reference(s, h, w, r);
+    std::vector<float> pub(s.size());
+    post::simple_nms(s.data(), h, w, r, pub.data(), scratch);
+    EXPECT_TRUE(same_bits(pub, ref)) << "public simple_nms r " << r;
+  }
+  std::mt19937 rng2(11);
+  const auto s2 = random_map(40, 56, 4, 0.3, rng2);
+  const auto ref = run_nms_reference(s2, 40, 56, 4);
+  auto inplace = s2;
   post::simple_nms_above(inplace.data(), 40, 56, 4, 0.25f, inplace.data(), scratch);
   EXPECT_EQ(above_mismatch(inplace, ref, 0.25f), "");
-  std::vector<float> full(s.size());
-  post::simple_nms_above(s.data(), 40, 56, 4, -0.5f, full.data(), scratch);
+  std::vector<float> full(s2.size());
+  post::simple_nms_above(s2.data(), 40, 56, 4, -0.5f, full.data(), scratch);
   EXPECT_TRUE(same_bits(full, ref));
 }
 

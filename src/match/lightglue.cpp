@@ -143,8 +143,11 @@ void sgemm(char ta, char tb, std::size_t m, std::size_t n, std::size_t k, float 
                                          std::to_string(k));
 }
 
-// y (n x L.out, row stride ldy) = x (n x L.in, row stride ldx) W^T + b, as nn.Linear. On the calling team.
-void linear(const float* x, std::size_t n, std::size_t ldx, const Linear& L, float* y, std::size_t ldy) {
+// y (n x L.out, row stride ldy) = x (n x L.in, row stride ldx) W^T + b, as nn.Linear, then then(i, y row i) on
+// every row in the same pass as the bias: the element-wise step that follows a layer (rotary, LayerNorm + GELU, a
+// residual) while the row is in cache, one parallel loop instead of two. On the calling team.
+template <class Then>
+void linear(const float* x, std::size_t n, std::size_t ldx, const Linear& L, float* y, std::size_t ldy, Then&& then) {
   sgemm('N', 'T', n, static_cast<std::size_t>(L.out), static_cast<std::size_t>(L.in), 1.0f, x, ldx, L.w.data(),
         static_cast<std::size_t>(L.in), 0.0f, y, ldy);
   const auto out = static_cast<std::size_t>(L.out);
@@ -152,7 +155,11 @@ void linear(const float* x, std::size_t n, std::size_t ldx, const Linear& L, flo
   for (std::size_t i = 0; i < n; ++i) {
     float* row = y + i * ldy;
     for (std::size_t j = 0; j < out; ++j) row[j] += L.b[j];
+    then(i, row);
   }
+}
+void linear(const float* x, std::size_t n, std::size_t ldx, const Linear& L, float* y, std::size_t ldy) {
+  linear(x, n, ldx, L, y, ldy, [](std::size_t, float*) {});
 }
 
 // Exceptions must not leave an OpenMP region: the first is kept and rethrown after it.
@@ -386,21 +393,16 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
 }
 
 // cvg's apply_cached_rotary_emb: t * cos + rotate_half(t) * sin, with rotate_half(t)[2i] = -t[2i+1],
-// [2i+1] = t[2i]; the same encoding for every head. On the queries and keys of `x` (n rows of stride ld: heads x hd
-// queries, then as many keys).
-void rotary(float* x, std::size_t n, std::size_t ld, int heads, int hd, const float* cos, const float* sin) {
+// [2i+1] = t[2i]; the same encoding for every head. On the queries and keys of one row (heads x hd queries, then as
+// many keys), with that point's cos and sin (hd / 2 each).
+void rotary_row(float* row, int heads, int hd, const float* c, const float* s) {
   const std::size_t half = static_cast<std::size_t>(hd / 2);
-#pragma omp parallel for schedule(static) if (n > 256)
-  for (std::size_t i = 0; i < n; ++i) {
-    const float* c = cos + i * half;
-    const float* s = sin + i * half;
-    for (int h = 0; h < 2 * heads; ++h) {
-      float* t = x + i * ld + static_cast<std::size_t>(h * hd);
-      for (std::size_t p = 0; p < half; ++p) {
-        const float a = t[2 * p], b = t[2 * p + 1];
-        t[2 * p] = a * c[p] + -b * s[p];
-        t[2 * p + 1] = b * c[p] + a * s[p];
-      }
+  for (int h = 0; h < 2 * heads; ++h) {
+    float* t = row + static_cast<std::size_t>(h * hd);
+    for (std::size_t p = 0; p < half; ++p) {
+      const float a = t[2 * p], b = t[2 * p + 1];
+      t[2 * p] = a * c[p] + -b * s[p];
+      t[2 * p + 1] = b * c[p] + a * s[p];
     }
   }
 }
@@ -420,31 +422,31 @@ struct State {
 // x = x + ffn([x, message]) on every row: `cat` holds x in its first d columns and the message in the next d.
 void ffn_residual(const LgKernels& kern, const lightglue::detail::Ffn& f, State& st, std::size_t d) {
   const std::size_t n = st.rows(), d2 = 2 * d;
-  linear(st.cat.data(), n, d2, f.fc1, st.hid.data(), d2);
-#pragma omp parallel for schedule(static) if (n > 64)
-  for (std::size_t i = 0; i < n; ++i)
-    kern.layernorm_gelu(st.hid.data() + i * d2, static_cast<int>(d2), f.ln_g.data(), f.ln_b.data(),
-                        st.hid.data() + i * d2);
-  linear(st.hid.data(), n, d2, f.fc2, st.ctx.data(), d);
-#pragma omp parallel for schedule(static) if (n > 256)
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < d; ++k) st.x[i * d + k] = st.x[i * d + k] + st.ctx[i * d + k];
+  linear(st.cat.data(), n, d2, f.fc1, st.hid.data(), d2, [&](std::size_t, float* row) {
+    kern.layernorm_gelu(row, static_cast<int>(d2), f.ln_g.data(), f.ln_b.data(), row);
+  });
+  linear(st.hid.data(), n, d2, f.fc2, st.ctx.data(), d, [&](std::size_t i, const float* row) {
+    float* x = st.x.data() + i * d;
+    for (std::size_t k = 0; k < d; ++k) x[k] = x[k] + row[k];
+  });
 }
 
 // cat = [x, out_proj(ctx)], then the residual feed-forward.
 void message_and_ffn(const LgKernels& kern, const Linear& out, const lightglue::detail::Ffn& f, State& st,
                      std::size_t d) {
   const std::size_t n = st.rows();
-  for (std::size_t i = 0; i < n; ++i) std::copy_n(st.x.data() + i * d, d, st.cat.data() + i * 2 * d);
-  linear(st.ctx.data(), n, d, out, st.cat.data() + d, 2 * d);
+  linear(st.ctx.data(), n, d, out, st.cat.data() + d, 2 * d,
+         [&](std::size_t i, float*) { std::copy_n(st.x.data() + i * d, d, st.cat.data() + i * 2 * d); });
   ffn_residual(kern, f, st, d);
 }
 
 // cvg's SelfBlock on both images (one set of weights; each image attends to itself).
 void self_block(const LgKernels& kern, const lightglue::detail::Layer& L, State& st, int heads, int hd, int threads) {
   const std::size_t d = static_cast<std::size_t>(heads * hd), ld = 3 * d;
-  linear(st.x.data(), st.rows(), d, L.self_qkv, st.qkv.data(), ld);
-  rotary(st.qkv.data(), st.rows(), ld, heads, hd, st.cos.data(), st.sin.data());
+  const std::size_t half = static_cast<std::size_t>(hd / 2);
+  linear(st.x.data(), st.rows(), d, L.self_qkv, st.qkv.data(), ld, [&](std::size_t i, float* row) {
+    rotary_row(row, heads, hd, st.cos.data() + i * half, st.sin.data() + i * half);
+  });
   std::vector<AttentionJob> jobs;
   for (int s = 0; s < 2; ++s) {
     const float* q = st.qkv.data() + st.off(s) * ld;
@@ -461,10 +463,9 @@ void cross_block(const LgKernels& kern, const lightglue::detail::Layer& L, State
   // cvg: qk0, qk1 = qk0 * scale**0.5, qk1 * scale**0.5 with scale = head_dim**-0.5 (a Python float, applied in
   // float32); then sim = qk0 . qk1 with no further scaling.
   const float qk_scale = static_cast<float>(std::pow(std::pow(static_cast<double>(hd), -0.5), 0.5));
-  linear(st.x.data(), n, d, L.cross_qkv, st.qkv.data(), ld);
-#pragma omp parallel for schedule(static) if (n > 256)
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t k = 0; k < d; ++k) st.qkv[i * ld + k] *= qk_scale;
+  linear(st.x.data(), n, d, L.cross_qkv, st.qkv.data(), ld, [&](std::size_t, float* row) {
+    for (std::size_t k = 0; k < d; ++k) row[k] *= qk_scale;
+  });
   cross_attention(kern, st.qkv.data(), st.qkv.data() + d, ld, st.n[0], st.n[1], st.ctx.data(), d, heads, hd, threads);
   message_and_ffn(kern, L.cross_out, L.cross_ffn, st, d);
 }

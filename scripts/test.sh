@@ -181,18 +181,16 @@ fi
 # the cheaper tests of the same areas: every kernel against its reference on random and awkward shapes, each
 # decoder on synthetic files of every layout, the engine's API and lane tests on single images, every 4th golden
 # image of the default set, the server's soak and attacks, the fuzz replays.
-# Matcher.EqualsTheReferencePathForEveryThreadCountShapeAndConf fails here, and only here: with 2 or 3 threads on
-# its tie-heavy inputs the matches differ from the one-thread reference in a different few cases each run. Clang's
-# build runs our OpenMP regions on libomp while Debian's oneDNN brings libgomp, two runtimes in one process; the
-# GCC builds (Release, the .deb, the wheel: one runtime) pass it every time. Left to the Release pass until the
-# matcher's team is made independent of the runtime (see the issue note).
+# (Clang's tree runs every OpenMP region on LLVM's libomp, oneDNN's included: its GOMP_* calls bind there. That is how
+# this pass found the matcher's reliance on a thread taking its blocks in increasing order, which libomp's
+# schedule(dynamic) does not keep: src/match/matcher.cpp.)
 asan_skip='^(Cli\.BenchPrintsOneTableAndJson|Precision\.(Int8|Bf16|Mixed).*|JpegResized\.EveryPlaneOfEverySharedJpeg.*|'\
 'JpegTwoThreads\.(SharedJpegs.*|EverySplitOfSyntheticFiles)|JpegChannel\.EveryChannelOfEverySharedJpeg.*|'\
 'ImageDecode\.SharedImagesMatchPillow|Lists\.(PipelineKeepsOrder.*|ASinkGetsRunEachs.*|RunEachReportsPerImage.*)|'\
 'RunEach\.(LanesGiveEachImage.*|ConcurrentRequestsAndListsInLanes.*|WaitsForItsTasksWhenSubmitThrowsInLanes)|'\
 'Options\.Int8CalibrationImagesSetTheRanges|Heap\.NoGrowthPerCallAfterWarmup|Threads\.ConcurrentCallsOnOneModel.*|'\
 'Sets/Golden\.EveryImagePassesTheFidelityRule/(all|nms0|nms12|nms2|ntsc|thr015)|Half\.(Exhaustive.*|MatchesNumpy.*)|'\
-'Matcher\.EqualsTheReferencePathForEveryThreadCountShapeAndConf|WinoF32\.ReferenceIsTheConvolution|isa_scalar_.*)$'
+'WinoF32\.ReferenceIsTheConvolution|isa_scalar_.*)$'
 if [ "${SKIP_SANITIZERS:-0}" != "1" ]; then
   stage "ASan + UBSan tests (ctest -j$(nproc))"
   san_build  # up to date (the background build), or built here when there was none

@@ -291,7 +291,12 @@ bool Matcher::run(const ScanKernels& k, Screen screen, std::size_t dim, Top2& ro
         }
       }
     }
-#pragma omp for schedule(dynamic, 1)
+    // monotonic: each thread must take its blocks in increasing order, since its running column state keeps the
+    // first row of a tie and merge_top2 then takes the lower row of two threads' ties. OpenMP 5 lets a plain
+    // schedule(dynamic) hand a thread its blocks in any order, and LLVM's libomp does (it steals from the far end of
+    // another thread's range): the clang build gave a column's tie to row 226 instead of 157 after one thread took
+    // blocks 4, 5, 6 and then 3. GCC's libgomp happened to keep the order.
+#pragma omp for schedule(monotonic : dynamic, 1)
     for (std::size_t blk = 0; blk < blocks; ++blk) {
       if (failed || give_up || late) continue;
       if (past_deadline()) {

@@ -10,7 +10,11 @@ Needs a Python with torch (PyTorch 2.x from PyPI for the figures of docs/MATCHIN
 Inputs: with --features (an hloc features file, e.g. ALIKED features of photos), its first two images with their
 first N keypoints each; without, seeded synthetic pairs (tests/lightglue/lg_reference.py related_features). Rows:
 full depth (depth and width confidence -1) and adaptive (0.95, 0.99, cvg's defaults) at each size: medians of
---rounds interleaved calls (after one warm-up of each), the ratio, the stop layer, and matches0 agreement. --rss:
+--rounds interleaved calls (after one warm-up of each), the ratio, the stop layer, and matches0 agreement. Beside
+them, the work of each row (network_gmac: the multiply-adds of cvg's forward with the points that each layer kept),
+each side's GFLOP/s, and the ceiling: PyTorch's time over the time the work takes at this CPU's float32 FMA rate,
+measured in the same run by a large torch.mm on the same threads (fma_gflops), i.e. the largest ratio to PyTorch that
+any float32 implementation could reach here. --rss:
 peak RSS of one full-depth pair at each size, each implementation in a fresh process (/proc/self/status VmHWM), on the
 first layer of the weights alone (a state dict cut to transformers.0 and log_assignment.0: every layer holds the same
 buffers, so one layer reaches the same peak in a ninth of the time); PyTorch only up to --rss-torch-max keypoints
@@ -77,11 +81,63 @@ def run_torch(m, pair):
     return out["matches0"][0].numpy(), int(out["stop"])
 
 
-def run_ours(lg, pair):
+def run_ours(lg, pair, full=False):
     (k0, d0, s0), (k1, d1, s1) = pair
     out = lg.match({"keypoints": k0, "descriptors": d0, "image_size": s0},
                    {"keypoints": k1, "descriptors": d1, "image_size": s1})
-    return out["matches0"], out["stop"]
+    return out if full else (out["matches0"], out["stop"])
+
+
+def network_gmac(d, input_dim, out):
+    """The multiply-adds (G) of cvg's LightGlue forward on one pair, from a match result of ours (stop, prune0,
+    prune1: a point pruned after layer l has prune l + 1, a kept one the number of layers). Per layer, on the a and
+    b points each image kept: the linear layers 19 d^2 per point (self block: Wqkv 3 d^2, out_proj d^2, the
+    feed-forward 4 d^2 + 2 d^2; cross block: to_qk and to_v 2 d^2, to_out d^2, the feed-forward 6 d^2); the self
+    attention 2 d (a^2 + b^2) (q k^T and the values), the cross attention 3 d a b (sim once, the values both ways).
+    Then the assignment on the last layer's points: final_proj d^2 per point and sim d a b. input_proj (input_dim x d
+    per point, where input_dim differs from d) is counted; the per-point heads (1 or 2 outputs) and element-wise work
+    are not."""
+    p0, p1 = np.asarray(out["prune0"]), np.asarray(out["prune1"])
+    total = (len(p0) + len(p1)) * input_dim * d if input_dim != d else 0
+    a = b = 0
+    for layer in range(int(out["stop"])):
+        a, b = int((p0 > layer).sum()), int((p1 > layer).sum())
+        total += 19 * d * d * (a + b) + 2 * d * (a * a + b * b) + 3 * d * a * b
+    total += d * d * (a + b) + d * a * b
+    return total / 1e9
+
+
+def torch_counted_gmac(m, pair):
+    """The multiply-adds (G) that torch's own FlopCounterMode counts in one call of cvg's model (its matrix products
+    and scaled_dot_product_attention): network_gmac's cross-check (they differ by the per-point heads and the
+    positional encoding's 2 x 32 product). None where torch lacks it (before 2.1)."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return None
+    fc = FlopCounterMode(display=False)
+    with fc:
+        run_torch(m, pair)
+    return fc.get_total_flops() / 2e9
+
+
+def fma_gflops(threads, n=2048, repeats=7):
+    """This CPU's float32 FMA rate as a large matrix product reaches it (torch.mm of n x n on `threads` threads,
+    MKL or oneDNN at their best): the ceiling's denominator, measured beside the rows it qualifies. Best of
+    `repeats` (the machine's other load only slows it down)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    x, y = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(x, y)
+    best = min(timed(lambda: torch.mm(x, y)) for _ in range(repeats))
+    return 2 * n ** 3 / best / 1e9
+
+
+def timed(f):
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
 
 
 def rss_child(args, impl, n):
@@ -169,9 +225,11 @@ def main():
     import superpoint_rt
 
     torch.set_num_threads(a.threads)
-    report = {"torch": torch.__version__, "threads": a.threads, "rows": [], "rss": []}
-    print(f"torch {torch.__version__}, {a.threads} threads, {os.cpu_count()} CPUs; median ms of {a.rounds} rounds")
     sizes = [int(x) for x in a.sizes.split(",") if x]
+    peak = fma_gflops(a.threads) if sizes else float("nan")
+    report = {"torch": torch.__version__, "threads": a.threads, "fma_gflops": peak, "rows": [], "rss": []}
+    print(f"torch {torch.__version__}, {a.threads} threads, {os.cpu_count()} CPUs; median ms of {a.rounds} rounds; "
+          f"float32 FMA rate (torch.mm 2048^2) {peak:.0f} GFLOP/s")
     for mode, (depth, width) in (("full", (-1, -1)), ("adaptive", (0.95, 0.99))) if sizes else ():
         m, dim = torch_model(a.weights, depth, width)
         lg = superpoint_rt.LightGlue(a.weights, depth_confidence=depth, width_confidence=width, threads=a.threads)
@@ -184,16 +242,25 @@ def main():
                 m0_t, stop_t = run_torch(m, pair)
                 tt.append((time.perf_counter() - t) * 1e3)
                 t = time.perf_counter()
-                m0_o, stop_o = run_ours(lg, pair)
+                out = run_ours(lg, pair, full=True)
                 to.append((time.perf_counter() - t) * 1e3)
+            m0_o, stop_o = out["matches0"], out["stop"]
+            work, counted = network_gmac(lg.descriptor_dim, dim, out), torch_counted_gmac(m, pair)
             row = {"mode": mode, "n": [len(pair[0][0]), len(pair[1][0])], "torch_ms": statistics.median(tt),
                    "ours_ms": statistics.median(to), "stop_torch": stop_t, "stop_ours": stop_o,
-                   "matches0_equal": float((m0_t == m0_o).mean()), "matches": int((m0_t >= 0).sum())}
+                   "matches0_equal": float((m0_t == m0_o).mean()), "matches": int((m0_t >= 0).sum()), "gmac": work,
+                   "torch_counted_gmac": counted}
             row["speedup"] = row["torch_ms"] / row["ours_ms"]
+            row["torch_gflops"] = 2 * work / row["torch_ms"] * 1e3
+            row["ours_gflops"] = 2 * work / row["ours_ms"] * 1e3
+            row["ceiling"] = row["torch_ms"] / (2 * work / peak * 1e3)  # torch's time over the work at the FMA rate
             report["rows"].append(row)
+            counted_text = f" (torch counts {counted:.1f})" if counted is not None else ""
             print(f"{mode:8s} n={row['n']}: torch {row['torch_ms']:8.1f} ms  ours {row['ours_ms']:7.1f} ms  "
                   f"x{row['speedup']:.2f}  stop {stop_t}/{stop_o}  matches0 equal {row['matches0_equal']:.4f} "
-                  f"({row['matches']} matches)", flush=True)
+                  f"({row['matches']} matches)  {work:.1f} GMAC{counted_text}: torch {row['torch_gflops']:.0f}, "
+                  f"ours {row['ours_gflops']:.0f} GFLOP/s ({row['ours_gflops'] / peak:.0%} of the FMA rate); "
+                  f"ceiling x{row['ceiling']:.2f}", flush=True)
     one = one_layer(a.weights, f"/tmp/lightglue_compare_{os.getpid()}.pth") if a.rss else None
     for n in [int(x) for x in a.rss.split(",") if x]:
         r = {"n": n}

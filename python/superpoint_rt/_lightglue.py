@@ -97,6 +97,11 @@ class LightGlue:
         return self._m.input_dim
 
     @property
+    def descriptor_dim(self) -> int:
+        """The network's width d (256): input_proj maps input_dim to it where they differ."""
+        return self._m.descriptor_dim
+
+    @property
     def num_layers(self) -> int:
         return self._m.num_layers
 

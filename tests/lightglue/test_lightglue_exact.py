@@ -170,7 +170,7 @@ def test_hub_repo_through_the_cache(weights, tmp_path):
     (repo / "snapshots" / commit).mkdir(parents=True)
     (repo / "snapshots" / commit / "model.safetensors").symlink_to("../../blobs/e3b0")
     lg = superpoint_rt.LightGlue("ETH-CVG/lightglue_superpoint", cache_dir=str(tmp_path), local_files_only=True)
-    assert lg.layout == "transformers" and lg.input_dim == 256 and lg.num_layers == 9
+    assert lg.layout == "transformers" and lg.input_dim == 256 and lg.descriptor_dim == 256 and lg.num_layers == 9
     assert lg._m.source.endswith(f"snapshots/{commit}/model.safetensors")
     with pytest.raises(FileNotFoundError, match="lightglue_missing"):
         superpoint_rt.LightGlue("ETH-CVG/lightglue_missing", cache_dir=str(tmp_path), local_files_only=True)

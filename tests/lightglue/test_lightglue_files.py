@@ -66,7 +66,10 @@ def test_match_files(tmp_path, conf, dim, adaptive):
             str(tmp_path / "m.h5"), "--conf", conf, "--matcher-weights", str(weights), "--threads", "2", "--quiet"]
     if not adaptive:
         args += ["--depth-confidence", "-1", "--width-confidence", "-1"]
-    subprocess.run(args, check=True)
+    # The adaptive run also asks for the stage table (src/match/lg_profile.hpp), printed to stderr at exit.
+    env = dict(os.environ, SUPERPOINT_RT_LIGHTGLUE_PROFILE="1") if adaptive else os.environ
+    run = subprocess.run(args, check=True, capture_output=True, text=True, env=env)
+    check_profile(run.stderr, printed=adaptive)
     expected = hloc_match(model, tmp_path / "f.h5", pairs)
     with h5py.File(tmp_path / "m.h5", "r") as f:
         for (a, b), (m_ref, s_ref) in expected.items():
@@ -90,6 +93,27 @@ def test_match_files(tmp_path, conf, dim, adaptive):
     for (a, b), (m_ref, _) in expected.items():
         i, j = sorted((ids[a], ids[b]))
         assert abs(rows[i * 2147483647 + j] - int((m_ref >= 0).sum())) <= 0.005 * len(m_ref) + 1
+
+
+def check_profile(stderr, printed):
+    """The stage table: every stage named once with its thread ms, the products' stages above zero, the total their
+    sum; nothing without SUPERPOINT_RT_LIGHTGLUE_PROFILE."""
+    if not printed:
+        assert "LightGlue profile" not in stderr
+        return
+    lines = stderr[stderr.index("LightGlue profile"):].splitlines()[1:]
+    ms, total = {}, None
+    for line in lines:
+        if line.strip().startswith("total"):
+            total = float(line.split()[-2])
+            continue
+        fields = line.split()
+        ms[" ".join(fields[:-4])] = float(fields[-4])
+    assert len(ms) == 11, ms
+    for stage in ("linear layers: sgemm", "self attention: q k^T", "attention values (rows)", "cross attention: sim",
+                  "cross attention: column values", "assignment"):
+        assert ms[stage] > 0, (stage, ms)
+    assert abs(sum(ms.values()) - total) <= 0.1 * len(ms), (ms, total)
 
 
 def test_bad_conf_and_weights(tmp_path):

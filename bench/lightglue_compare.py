@@ -5,7 +5,7 @@ Needs a Python with torch (PyTorch 2.x from PyPI for the figures of docs/MATCHIN
 (cvg's lightglue.py; tests/lightglue/lg_reference.py imports it) and superpoint_rt (PYTHONPATH=build/python/stage).
 
     python bench/lightglue_compare.py --weights aliked_lightglue.pth [--features F.h5] [--sizes 512,1024,2048]
-        [--rounds 5] [--threads 2] [--rss 1024,2048,4096,8192,16384]
+        [--modes full,adaptive] [--rounds 5] [--threads 2] [--rss 1024,2048,4096,8192,16384]
 
 Inputs: with --features (an hloc features file, e.g. ALIKED features of photos), its first two images with their
 first N keypoints each; without, seeded synthetic pairs (tests/lightglue/lg_reference.py related_features). Rows:
@@ -209,6 +209,8 @@ def parse():
     ap.add_argument("--weights", required=True)
     ap.add_argument("--features")
     ap.add_argument("--sizes", default="512,1024,2048")
+    ap.add_argument("--modes", default="full,adaptive", help="full (depth and width confidence -1), adaptive (0.95, "
+                    "0.99) or both; one alone, with SUPERPOINT_RT_LIGHTGLUE_PROFILE=1, gives that mode's stage table")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rss", default="")
@@ -230,7 +232,12 @@ def main():
     report = {"torch": torch.__version__, "threads": a.threads, "fma_gflops": peak, "rows": [], "rss": []}
     print(f"torch {torch.__version__}, {a.threads} threads, {os.cpu_count()} CPUs; median ms of {a.rounds} rounds; "
           f"float32 FMA rate (torch.mm 2048^2) {peak:.0f} GFLOP/s")
-    for mode, (depth, width) in (("full", (-1, -1)), ("adaptive", (0.95, 0.99))) if sizes else ():
+    modes = {"full": (-1, -1), "adaptive": (0.95, 0.99)}
+    chosen = [m for m in a.modes.split(",") if m]
+    if any(m not in modes for m in chosen):
+        raise SystemExit(f"--modes {a.modes}: each of full, adaptive")
+    for mode in chosen if sizes else ():
+        depth, width = modes[mode]
         m, dim = torch_model(a.weights, depth, width)
         lg = superpoint_rt.LightGlue(a.weights, depth_confidence=depth, width_confidence=width, threads=a.threads)
         for n in sizes:

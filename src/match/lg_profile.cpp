@@ -63,8 +63,4 @@ void add_stage_time(Stage s, std::int64_t ns, int threads) noexcept {
   t[static_cast<std::size_t>(s)].fetch_add(ns * threads, std::memory_order_relaxed);
 }
 
-std::int64_t stage_time(Stage s) noexcept {
-  return table()[static_cast<std::size_t>(s)].load();
-}
-
 }  // namespace superpoint_rt::lightglue::detail

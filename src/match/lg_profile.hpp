@@ -35,9 +35,6 @@ bool profiling() noexcept;
 /// Adds `ns` nanoseconds times `threads` to the stage (thread-safe).
 void add_stage_time(Stage s, std::int64_t ns, int threads) noexcept;
 
-/// The table so far, thread nanoseconds per stage (for tests).
-std::int64_t stage_time(Stage s) noexcept;
-
 /// Times its scope into a stage when profiling().
 class StageTimer {
  public:
